@@ -1,0 +1,56 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+  .swiftLanguageMode(.v6)
+]
+
+let package = Package(
+  name: "Liaison",
+  platforms: [.macOS(.v15), .iOS(.v18), .watchOS(.v11), .tvOS(.v18), .visionOS(.v2)],
+  products: [
+    .library(name: "Liaison", targets: ["Liaison"]),
+    .executable(name: "liaison", targets: ["liaison"]),
+    .executable(name: "liaison-bench", targets: ["liaison-bench"]),
+  ],
+  dependencies: [
+    .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+  ],
+  targets: [
+    .target(
+      name: "Liaison",
+      dependencies: [.product(name: "SystemPackage", package: "swift-system")],
+      swiftSettings: strictSettings
+    ),
+    .executableTarget(
+      name: "liaison",
+      dependencies: [
+        "Liaison",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+      ],
+      swiftSettings: strictSettings
+    ),
+    .executableTarget(
+      name: "liaison-bench",
+      dependencies: ["Liaison"],
+      swiftSettings: strictSettings
+    ),
+    // The "other process" that the tests spawn: it holds, waits, claims and crashes on command.
+    .executableTarget(
+      name: "LiaisonTestPeer",
+      dependencies: ["Liaison"],
+      swiftSettings: strictSettings
+    ),
+    .testTarget(
+      name: "LiaisonTests",
+      dependencies: ["Liaison", "LiaisonTestPeer"],
+      swiftSettings: strictSettings
+    ),
+    .testTarget(
+      name: "CLITests",
+      dependencies: ["liaison"],
+      swiftSettings: strictSettings
+    ),
+  ]
+)

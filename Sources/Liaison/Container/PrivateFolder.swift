@@ -1,0 +1,141 @@
+import SystemPackage
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A folder Liaison owns inside the container, held open as a directory descriptor.
+///
+/// Every file in it is opened relative to that descriptor with `O_NOFOLLOW | O_CLOEXEC`, so a
+/// symbolic link planted in the folder never redirects a read or a write, and the folder keeps
+/// meaning the same directory even if its path is renamed underneath. Folders are created 0700 and
+/// files 0600; a folder or file of ours found with looser modes is tightened.
+final class PrivateFolder: Sendable {
+  /// The descriptor of the folder, open for the life of this object.
+  let descriptor: CInt
+  /// The folder's path, for messages.
+  let path: String
+
+  private init(descriptor: CInt, path: String) {
+    self.descriptor = descriptor
+    self.path = path
+  }
+
+  deinit { Syscall.close(descriptor) }
+
+  /// Opens (creating it if needed) the folder `name` inside the directory `parent`.
+  static func open(_ name: String, in parent: CInt, parentPath: String) throws(LiaisonError) -> PrivateFolder {
+    let path = parentPath.hasSuffix("/") ? parentPath + name : parentPath + "/" + name
+    if mkdirat(parent, name, 0o700) != 0 && errno != EEXIST {
+      throw LiaisonError.system(currentErrno(), "create the folder", path: path)
+    }
+    let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+    let fd: CInt
+    switch Syscall.openAt(parent, name, flags) {
+    case .success(let opened): fd = opened
+    case .failure(let error) where error == .tooManySymbolicLinkLevels || error == .notDirectory:
+      throw LiaisonError(
+        .unsafeFile,
+        "'\(path)' is not a folder Liaison made (a symbolic link or a file stands there). "
+          + "Liaison never follows links in its folder; remove '\(path)' and try again.",
+        errno: error, path: path)
+    case .failure(let error):
+      throw LiaisonError.system(error, "open the folder", path: path)
+    }
+    do {
+      try checkOwnership(fd, path: path, kind: "folder", privateMode: 0o700)
+    } catch {
+      Syscall.close(fd)
+      throw error
+    }
+    return PrivateFolder(descriptor: fd, path: path)
+  }
+
+  /// The path of `name` in this folder, for messages.
+  func path(of name: String) -> String { path + "/" + name }
+
+  /// Opens the file `name` for reading and writing, creating it 0600 if `create` is set.
+  ///
+  /// - Returns: the descriptor, or `nil` when the file does not exist and `create` is not set.
+  /// - Throws: ``LiaisonError/Code/unsafeFile`` when a symbolic link, a hard link, a folder or
+  ///   another user's file stands at that name.
+  func openFile(_ name: String, create: Bool) throws(LiaisonError) -> CInt? {
+    let filePath = path(of: name)
+    var flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK
+    if create { flags |= O_CREAT }
+    let fd: CInt
+    switch Syscall.openAt(descriptor, name, flags, 0o600) {
+    case .success(let opened): fd = opened
+    case .failure(.noSuchFileOrDirectory) where !create:
+      return nil
+    case .failure(let error) where error == .tooManySymbolicLinkLevels || error == .isDirectory:
+      throw LiaisonError(
+        .unsafeFile,
+        "'\(filePath)' is not a file Liaison made (a symbolic link or a folder stands there). "
+          + "Liaison never follows links in its folder; remove '\(filePath)' and try again.",
+        errno: error, path: filePath)
+    case .failure(let error):
+      throw LiaisonError.system(error, "open", path: filePath)
+    }
+    do {
+      try Self.checkOwnership(fd, path: filePath, kind: "file", privateMode: 0o600)
+    } catch {
+      Syscall.close(fd)
+      throw error
+    }
+    return fd
+  }
+
+  /// The names in this folder that follow the naming rule, sorted. Other entries are skipped.
+  func names() throws(LiaisonError) -> [LiaisonName] {
+    // fdopendir takes ownership of the descriptor it is given, so give it a duplicate.
+    let copy = dup(descriptor)
+    guard copy >= 0, let directory = fdopendir(copy) else {
+      let error = currentErrno()
+      if copy >= 0 { Syscall.close(copy) }
+      throw LiaisonError.system(error, "list", path: path)
+    }
+    defer { closedir(directory) }
+    rewinddir(directory)
+    var names: [LiaisonName] = []
+    while let entry = readdir(directory) {
+      let fileName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+      }
+      if let name = LiaisonName(fileName: fileName) { names.append(name) }
+    }
+    return names.sorted { $0.rawValue < $1.rawValue }
+  }
+
+  /// Refuses anything that is not ours and of the expected type; tightens loose modes.
+  private static func checkOwnership(_ fd: CInt, path: String, kind: String, privateMode: mode_t) throws(LiaisonError) {
+    let info: stat
+    switch Syscall.status(fd) {
+    case .success(let status): info = status
+    case .failure(let error): throw LiaisonError.system(error, "inspect", path: path)
+    }
+    let expectedType: mode_t = kind == "folder" ? S_IFDIR : S_IFREG
+    if info.st_mode & S_IFMT != expectedType {
+      throw LiaisonError(
+        .unsafeFile, "'\(path)' is not a regular \(kind). Remove it so that Liaison can recreate it.", path: path)
+    }
+    if info.st_uid != geteuid() {
+      throw LiaisonError(
+        .unsafeFile,
+        "'\(path)' belongs to user \(info.st_uid), not to this process's user \(geteuid()). "
+          + "Liaison only uses its own files; remove it or run as its owner.",
+        path: path)
+    }
+    if kind == "file" && info.st_nlink > 1 {
+      throw LiaisonError(
+        .unsafeFile,
+        "'\(path)' has \(info.st_nlink) hard links; a file of Liaison's has one. Remove it so that Liaison can recreate it.",
+        path: path)
+    }
+    if info.st_mode & 0o077 != 0 && fchmod(fd, privateMode) != 0 {
+      throw LiaisonError.system(currentErrno(), "restrict the permissions of", path: path)
+    }
+  }
+}

@@ -1,0 +1,118 @@
+import SystemPackage
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// The directory where cooperating processes meet.
+///
+/// Every part of Liaison lives in a container: locks, presences, and later signals and stores.
+/// Liaison keeps its files in one hidden folder, `.liaison`, created 0700 with files 0600, and
+/// opens each one relative to that folder with `O_NOFOLLOW`, so a planted symbolic link is
+/// refused rather than followed.
+///
+/// ```swift
+/// let container = try SharedContainer(directory: "/var/run/myapp")
+/// let recording = try container.presence("recording")
+/// if try recording.isActive { print("the app is recording") }
+/// ```
+///
+/// Any number of `SharedContainer` values, in any number of processes, may refer to the same
+/// directory. In one process they share one ``suspend()`` / ``resume()`` state.
+public final class SharedContainer: Sendable {
+  /// The environment variable that names the default container directory.
+  public static let environmentVariable = "LIAISON_CONTAINER"
+
+  /// The directory this container was opened on, as given.
+  public let directory: String
+
+  let root: PrivateFolder
+  let lockFolder: PrivateFolder
+  let presenceFolder: PrivateFolder
+  let lifecycle: ContainerLifecycle
+
+  /// Opens the container at `directory`, creating the directory (0700) if it does not exist.
+  ///
+  /// The path itself may contain symbolic links (it is the caller's choice); everything inside
+  /// Liaison's private folder is opened without following any.
+  ///
+  /// - Throws: ``LiaisonError`` when the directory cannot be created or opened, or when
+  ///   `.liaison` inside it is not a folder of this user's.
+  public init(directory: String) throws(LiaisonError) {
+    guard !directory.isEmpty else {
+      throw LiaisonError(.invalidArgument, "The container directory is empty; give the path of a folder.")
+    }
+    guard !directory.utf8.contains(0) else {
+      throw LiaisonError(.invalidArgument, "The container directory contains a NUL byte; give the path of a folder.")
+    }
+    self.directory = directory
+    try Self.makeDirectories(directory)
+    let parent = retryOnInterrupt { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+    guard parent >= 0 else {
+      throw LiaisonError.system(currentErrno(), "open the container folder", path: directory)
+    }
+    defer { Syscall.close(parent) }
+    root = try PrivateFolder.open(".liaison", in: parent, parentPath: directory)
+    lockFolder = try PrivateFolder.open("locks", in: root.descriptor, parentPath: root.path)
+    presenceFolder = try PrivateFolder.open("presence", in: root.descriptor, parentPath: root.path)
+    lifecycle = try ContainerLifecycle.shared(for: root)
+  }
+
+  /// Opens the default container: the directory named by `LIAISON_CONTAINER` if it is set,
+  /// else ``defaultDirectory``.
+  public static func standard() throws(LiaisonError) -> SharedContainer {
+    try SharedContainer(directory: standardDirectory)
+  }
+
+  /// The directory ``standard()`` opens: `$LIAISON_CONTAINER` if set and not empty, else
+  /// ``defaultDirectory``.
+  public static var standardDirectory: String {
+    if let value = getenv(environmentVariable), value.pointee != 0 {
+      return String(cString: value)
+    }
+    return defaultDirectory
+  }
+
+  /// The per-user default: `$XDG_DATA_HOME/liaison` (or `~/.local/share/liaison`) on Linux,
+  /// `~/Library/Application Support/Liaison` on Apple platforms.
+  public static var defaultDirectory: String {
+    func environment(_ name: String) -> String? {
+      guard let value = getenv(name), value.pointee != 0 else { return nil }
+      return String(cString: value)
+    }
+    let home = environment("HOME") ?? "/tmp"
+    #if canImport(Darwin)
+      return home + "/Library/Application Support/Liaison"
+    #else
+      return (environment("XDG_DATA_HOME") ?? home + "/.local/share") + "/liaison"
+    #endif
+  }
+
+  /// The exclusive-or-shared lock called `name`.
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidName`` when `name` breaks the naming rule.
+  public func lock(_ name: String) throws(LiaisonError) -> ProcessLock {
+    ProcessLock(name: try LiaisonName(name), container: self)
+  }
+
+  /// The presence called `name`: whether a feature is running, and who runs it.
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidName`` when `name` breaks the naming rule.
+  public func presence(_ name: String) throws(LiaisonError) -> Presence {
+    Presence(name: try LiaisonName(name), container: self)
+  }
+
+  /// Creates `path` and any missing parents, each 0700.
+  private static func makeDirectories(_ path: String) throws(LiaisonError) {
+    var prefix = path.hasPrefix("/") ? "/" : ""
+    for component in path.split(separator: "/") {
+      prefix += component
+      if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+        throw LiaisonError.system(currentErrno(), "create the container folder", path: prefix)
+      }
+      prefix += "/"
+    }
+  }
+}

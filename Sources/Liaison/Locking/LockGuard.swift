@@ -1,0 +1,46 @@
+import Synchronization
+
+/// Proof that this process holds a ``ProcessLock``: the lock is held until ``unlock()`` is
+/// called or the guard is released, and the kernel releases it if the process dies.
+///
+/// ```swift
+/// if let held = try lock.tryLock() {
+///   defer { held.unlock() }
+///   // … only one process runs this at a time
+/// }
+/// ```
+public final class LockGuard: Sendable {
+  /// The mode the lock is held in.
+  public let mode: LockMode
+  private let lock: ProcessLock
+  /// The descriptor holding the lock, or `nil` once released.
+  private let descriptor: Mutex<CInt?>
+
+  init(lock: ProcessLock, fd: CInt, mode: LockMode) {
+    self.lock = lock
+    self.mode = mode
+    self.descriptor = Mutex(fd)
+  }
+
+  deinit { unlock() }
+
+  /// The name of the lock held.
+  public var name: LiaisonName { lock.name }
+
+  /// Whether the lock is still held: `false` after ``unlock()``, and after
+  /// ``SharedContainer/suspend()`` gave it up.
+  public var isHeld: Bool { descriptor.withLock { $0 != nil } }
+
+  /// Releases the lock. Calling it again does nothing.
+  public func unlock() {
+    guard let fd = descriptor.withLock({ $0.take() }) else { return }
+    Syscall.unlock(fd)
+    lock.returnDescriptor(fd)
+    lock.container.lifecycle.leave(self)
+  }
+}
+
+extension LockGuard: SuspensionParticipant {
+  func suspend() { unlock() }
+  func resume() throws(LiaisonError) {}
+}

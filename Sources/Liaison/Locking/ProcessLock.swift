@@ -1,0 +1,269 @@
+import Dispatch
+import Synchronization
+import SystemPackage
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Whether a lock is held alone or together with other shared holders.
+public enum LockMode: Sendable, Hashable, CustomStringConvertible {
+  /// One holder at a time, excluding every other holder, shared or exclusive.
+  case exclusive
+  /// Any number of shared holders at once, excluding exclusive ones.
+  case shared
+
+  var operation: CInt { self == .exclusive ? LOCK_EX : LOCK_SH }
+
+  public var description: String { self == .exclusive ? "exclusive" : "shared" }
+}
+
+/// A lock that processes sharing a container take in turn: "only one process refreshes the
+/// token".
+///
+/// ```swift
+/// let refresh = try container.lock("token-refresh")
+/// try await refresh.withLock(timeout: .seconds(5)) {
+///   try await refreshTheToken()
+/// }
+/// ```
+///
+/// The lock is a `flock(2)` lock on a file in the container's private folder, so the kernel
+/// enforces it and releases it when the holder's process dies, however it dies: the next waiter
+/// is woken at once, with no polling and no staleness timeout. The file is never deleted
+/// (deleting a lock file that others hold or wait on would split the lock in two).
+///
+/// **Within one process**, every acquisition uses its own open file description, so holders in
+/// one process exclude each other exactly as holders in different processes do — whether they use
+/// one `ProcessLock` value or several. A lock is not re-entrant: taking it again while holding it
+/// waits for yourself (deadlock with the blocking forms, a timeout with the `async` form).
+///
+/// **Waiting** never blocks a thread of Swift's cooperative pool: the `async` forms wait on a
+/// thread of their own, woken by the kernel when the lock comes free, and stop at once on
+/// cancellation, timeout or ``SharedContainer/suspend()``.
+public final class ProcessLock: Sendable {
+  /// The lock's name.
+  public let name: LiaisonName
+  let container: SharedContainer
+
+  /// Open descriptors on the lock file not currently used by an acquisition, so that an
+  /// uncontended lock costs two `flock` calls and no `open`.
+  private let idleDescriptors = Mutex<[CInt]>([])
+  private static let maximumIdleDescriptors = 2
+
+  init(name: LiaisonName, container: SharedContainer) {
+    self.name = name
+    self.container = container
+  }
+
+  deinit {
+    for fd in idleDescriptors.withLock({ $0 }) { Syscall.close(fd) }
+  }
+
+  /// The path of the lock file, for messages.
+  var path: String { container.lockFolder.path(of: name.rawValue) }
+
+  /// Takes the lock if no other holder prevents it, without waiting.
+  ///
+  /// - Returns: the guard that holds the lock, or `nil` when another holder has it.
+  /// - Throws: ``LiaisonError`` when the lock file cannot be opened or is unsafe, or
+  ///   ``LiaisonError/Code/suspended`` while the container is suspended.
+  public func tryLock(_ mode: LockMode = .exclusive) throws(LiaisonError) -> LockGuard? {
+    let fd = try takeDescriptor()
+    switch Syscall.lock(fd, mode.operation | LOCK_NB) {
+    case .success(true):
+      return try makeGuard(fd: fd, mode: mode)
+    case .success(false):
+      returnDescriptor(fd)
+      return nil
+    case .failure(let error):
+      returnDescriptor(fd)
+      throw LiaisonError.system(error, "lock", path: path)
+    }
+  }
+
+  /// Takes the lock, blocking the calling thread until it is free.
+  ///
+  /// Use this from threads of your own; from `async` code use ``lock(_:timeout:)``, which does
+  /// not block a thread of the cooperative pool.
+  ///
+  /// - Throws: ``LiaisonError/Code/suspended`` if the container is suspended before or while
+  ///   waiting; ``LiaisonError`` when the lock file cannot be opened or is unsafe.
+  public func lock(_ mode: LockMode = .exclusive) throws(LiaisonError) -> LockGuard {
+    if let held = try tryLock(mode) { return held }
+    let fd = try takeDescriptor()
+    let wait = InterruptibleWait()
+    let outcome = waitInterruptibly(wait, fd: fd, mode: mode) {
+      wait.run { Self.blockingLock(fd: fd, mode: mode, wait: wait) }
+    }
+    return try finish(outcome, fd: fd, mode: mode, timeout: nil)
+  }
+
+  /// Takes the lock, waiting without blocking any thread of Swift's cooperative pool.
+  ///
+  /// - Parameters:
+  ///   - mode: exclusive (the default) or shared.
+  ///   - timeout: how long to wait at most; `nil` waits as long as it takes.
+  /// - Returns: the guard that holds the lock.
+  /// - Throws: ``LiaisonError/Code/timedOut`` when the timeout passes first,
+  ///   `CancellationError` when the task is cancelled while waiting,
+  ///   ``LiaisonError/Code/suspended`` when the container is suspended, and ``LiaisonError``
+  ///   when the lock file cannot be opened or is unsafe. Whatever is thrown, the lock is not
+  ///   held and the wait's thread has ended.
+  public func lock(_ mode: LockMode = .exclusive, timeout: Duration?) async throws -> LockGuard {
+    if let timeout, timeout < .zero {
+      throw LiaisonError(.invalidArgument, "The timeout \(timeout) is negative; give zero or more, or nil to wait as long as it takes.")
+    }
+    if let held = try tryLock(mode) { return held }
+    try Task.checkCancellation()
+    let fd = try takeDescriptor()
+    let wait = InterruptibleWait()
+    let deadline: DispatchWorkItem? = timeout.map { timeout in
+      let item = DispatchWorkItem { wait.interrupt(.timedOut) }
+      DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: timeout.clampedNanoseconds)), execute: item)
+      return item
+    }
+    let outcome = await withTaskCancellationHandler {
+      await waitInterruptibly(wait, fd: fd, mode: mode) {
+        await wait.spawn { Self.blockingLock(fd: fd, mode: mode, wait: wait) }
+      }
+    } onCancel: {
+      wait.interrupt(.cancelled)
+    }
+    deadline?.cancel()
+    wait.join()
+    if case .interrupted(.cancelled) = outcome { throw CancellationError() }
+    return try finish(outcome, fd: fd, mode: mode, timeout: timeout)
+  }
+
+  /// Runs `body` holding the lock, blocking the calling thread while it waits.
+  ///
+  /// The lock is released when `body` returns or throws, and by the kernel if the process dies.
+  public func withLock<Result>(_ mode: LockMode = .exclusive, _ body: () throws -> Result) throws -> Result {
+    let held = try lock(mode)
+    defer { held.unlock() }
+    return try body()
+  }
+
+  /// Runs `body` holding the lock, waiting for it without blocking the cooperative pool.
+  ///
+  /// The lock is released when `body` returns or throws, and by the kernel if the process dies.
+  /// Throws what ``lock(_:timeout:)`` throws, or what `body` throws.
+  public func withLock<Result>(
+    _ mode: LockMode = .exclusive, timeout: Duration? = nil, _ body: () async throws -> Result
+  ) async throws -> Result {
+    let held = try await lock(mode, timeout: timeout)
+    defer { held.unlock() }
+    return try await body()
+  }
+
+  // MARK: - Descriptors
+
+  private func takeDescriptor() throws(LiaisonError) -> CInt {
+    if let fd = idleDescriptors.withLock({ $0.popLast() }) { return fd }
+    // `create: true` never returns nil.
+    return try container.lockFolder.openFile(name.rawValue, create: true)!
+  }
+
+  func returnDescriptor(_ fd: CInt) {
+    let kept = idleDescriptors.withLock { idle -> Bool in
+      guard idle.count < Self.maximumIdleDescriptors else { return false }
+      idle.append(fd)
+      return true
+    }
+    if !kept { Syscall.close(fd) }
+  }
+
+  private func makeGuard(fd: CInt, mode: LockMode) throws(LiaisonError) -> LockGuard {
+    let held = LockGuard(lock: self, fd: fd, mode: mode)
+    guard container.lifecycle.join(held) else {
+      held.unlock()
+      throw Self.suspendedError(name)
+    }
+    return held
+  }
+
+  // MARK: - Waiting
+
+  enum WaitOutcome: Sendable {
+    case acquired
+    case interrupted(InterruptibleWait.Reason)
+    case failed(Errno)
+  }
+
+  /// Registers `wait` with the container so that `suspend()` interrupts it, runs `body`.
+  private func waitInterruptibly(
+    _ wait: InterruptibleWait, fd: CInt, mode: LockMode, _ body: () -> WaitOutcome
+  ) -> WaitOutcome {
+    let participant = WaitParticipant(wait)
+    guard container.lifecycle.join(participant) else { return .interrupted(.suspended) }
+    defer { container.lifecycle.leave(participant) }
+    return body()
+  }
+
+  private func waitInterruptibly(
+    _ wait: InterruptibleWait, fd: CInt, mode: LockMode, _ body: () async -> WaitOutcome
+  ) async -> WaitOutcome {
+    let participant = WaitParticipant(wait)
+    guard container.lifecycle.join(participant) else { return .interrupted(.suspended) }
+    defer { container.lifecycle.leave(participant) }
+    return await body()
+  }
+
+  /// The waiting loop: blocks in `flock` until the lock is taken or the wait is interrupted.
+  private static func blockingLock(fd: CInt, mode: LockMode, wait: InterruptibleWait) -> WaitOutcome {
+    while true {
+      if let reason = wait.interruption { return .interrupted(reason) }
+      switch Syscall.lock(fd, mode.operation) {
+      case .success:
+        if let reason = wait.interruption {
+          Syscall.unlock(fd)
+          return .interrupted(reason)
+        }
+        return .acquired
+      case .failure(.interrupted):
+        continue
+      case .failure(let error):
+        return .failed(error)
+      }
+    }
+  }
+
+  private func finish(_ outcome: WaitOutcome, fd: CInt, mode: LockMode, timeout: Duration?) throws(LiaisonError) -> LockGuard {
+    switch outcome {
+    case .acquired:
+      return try makeGuard(fd: fd, mode: mode)
+    case .interrupted(let reason):
+      returnDescriptor(fd)
+      switch reason {
+      case .timedOut:
+        throw LiaisonError(
+          .timedOut,
+          "Timed out after \(timeout.map { "\($0)" } ?? "waiting") for the lock '\(name)'; another holder still has it. "
+            + "Try again later, or wait longer.",
+          path: path)
+      case .suspended, .cancelled:
+        throw Self.suspendedError(name)
+      }
+    case .failed(let error):
+      returnDescriptor(fd)
+      throw LiaisonError.system(error, "lock", path: path)
+    }
+  }
+
+  static func suspendedError(_ name: LiaisonName) -> LiaisonError {
+    LiaisonError(
+      .suspended,
+      "The container is suspended, so the lock or claim '\(name)' was given up or refused. Call resume() first.")
+  }
+}
+
+/// Lets `suspend()` interrupt a wait.
+private final class WaitParticipant: SuspensionParticipant {
+  let wait: InterruptibleWait
+  init(_ wait: InterruptibleWait) { self.wait = wait }
+  func suspend() { wait.interrupt(.suspended) }
+  func resume() throws(LiaisonError) {}
+}

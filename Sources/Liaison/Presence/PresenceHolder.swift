@@ -1,0 +1,173 @@
+#if canImport(FoundationEssentials)
+  import FoundationEssentials
+#else
+  import Foundation
+#endif
+
+/// Who holds a presence: the process, since when, and what it said about itself.
+public struct PresenceHolder: Sendable, Hashable, CustomStringConvertible {
+  /// How the presence is held.
+  public enum Kind: String, Sendable, Hashable {
+    /// A claim: a lock held for as long as the holder runs, released by the kernel if it dies.
+    case claim
+    /// A lease: valid until it expires unless renewed; no lock is held.
+    case lease
+  }
+
+  /// How the presence is held.
+  public let kind: Kind
+  /// The holder's process id.
+  public let processID: Int32
+  /// When the holder claimed or first leased the presence (wall clock).
+  public let since: Date
+  /// The text the holder gave when claiming, if any.
+  public let info: String?
+  /// For a lease, when it lapses unless renewed, on the shared boot clock (nanoseconds).
+  let leaseExpiry: UInt64?
+  /// For a lease, the lease's identity, so that only its holder renews or releases it.
+  let leaseToken: UInt64?
+
+  init(
+    kind: Kind, processID: Int32, since: Date, info: String?, leaseExpiry: UInt64? = nil, leaseToken: UInt64? = nil
+  ) {
+    self.kind = kind
+    self.processID = processID
+    self.since = since
+    self.info = info
+    self.leaseExpiry = leaseExpiry
+    self.leaseToken = leaseToken
+  }
+
+  /// For a lease, how long it stays valid without renewal, as of the moment it was read.
+  public var leaseRemaining: Duration? {
+    guard let leaseExpiry else { return nil }
+    let now = SystemClock.bootNanoseconds()
+    return .nanoseconds(leaseExpiry > now ? Int64(clamping: leaseExpiry - now) : 0)
+  }
+
+  /// Whether this is a lease that has not expired.
+  func isLiveLease(now: UInt64) -> Bool {
+    kind == .lease && (leaseExpiry ?? 0) > now
+  }
+
+  public var description: String {
+    var text = "pid \(processID) (\(kind.rawValue))"
+    if let info { text += ": \(info)" }
+    return text
+  }
+}
+
+/// The text format of a presence file.
+///
+/// ```
+/// liaison-presence 1
+/// kind claim
+/// pid 4242
+/// since 1732262400.25
+/// info recording%20episode%207      (optional; bytes below 0x20, '%' and 0x7F escaped)
+/// token 9f3a…                       (leases only)
+/// expires 123456789000              (leases only; boot clock, nanoseconds)
+/// end
+/// ```
+///
+/// An empty file means nobody holds the presence. A file without the final `end` line is being
+/// written (or was cut short) and is read again.
+enum PresenceRecord {
+  static let header = "liaison-presence 1"
+  /// Longest file the decoder reads; longer ones are corrupt.
+  static let maximumSize = 4096
+
+  enum Decoded: Equatable {
+    case empty
+    case holder(PresenceHolder)
+    /// Not (yet) a whole record: being written, cut short, or garbage.
+    case unreadable
+  }
+
+  static func encode(_ holder: PresenceHolder) -> [UInt8] {
+    var lines = [
+      header,
+      "kind \(holder.kind.rawValue)",
+      "pid \(holder.processID)",
+      "since \(holder.since.timeIntervalSince1970)",
+    ]
+    if let info = holder.info { lines.append("info \(escape(info))") }
+    if let token = holder.leaseToken { lines.append("token \(String(token, radix: 16))") }
+    if let expiry = holder.leaseExpiry { lines.append("expires \(expiry)") }
+    lines.append("end")
+    return Array((lines.joined(separator: "\n") + "\n").utf8)
+  }
+
+  static func decode(_ bytes: [UInt8]) -> Decoded {
+    if bytes.isEmpty { return .empty }
+    guard bytes.count <= maximumSize, bytes.last == UInt8(ascii: "\n") else { return .unreadable }
+    let lines = bytes.dropLast().split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+      .map { String(decoding: $0, as: UTF8.self) }
+    guard lines.count >= 5, lines.first == header, lines.last == "end" else { return .unreadable }
+    var fields: [String: String] = [:]
+    for line in lines.dropFirst().dropLast() {
+      guard let space = line.firstIndex(of: " ") else { return .unreadable }
+      let key = String(line[..<space])
+      guard fields[key] == nil else { return .unreadable }
+      fields[key] = String(line[line.index(after: space)...])
+    }
+    guard let kind = fields["kind"].flatMap(PresenceHolder.Kind.init(rawValue:)),
+      let pid = fields["pid"].flatMap(Int32.init), pid > 0,
+      let since = fields["since"].flatMap(Double.init), since.isFinite
+    else { return .unreadable }
+    var info: String?
+    if let escaped = fields["info"] {
+      guard let text = unescape(escaped) else { return .unreadable }
+      info = text
+    }
+    var token: UInt64?
+    var expiry: UInt64?
+    if kind == .lease {
+      guard let leaseToken = fields["token"].flatMap({ UInt64($0, radix: 16) }),
+        let leaseExpiry = fields["expires"].flatMap({ UInt64($0) })
+      else { return .unreadable }
+      token = leaseToken
+      expiry = leaseExpiry
+    }
+    return .holder(
+      PresenceHolder(
+        kind: kind, processID: pid, since: Date(timeIntervalSince1970: since), info: info,
+        leaseExpiry: expiry, leaseToken: token))
+  }
+
+  /// Percent-escapes control bytes, DEL and '%' so that the text stays on one line.
+  private static func escape(_ text: String) -> String {
+    String(decoding: escapeBytes(text), as: UTF8.self)
+  }
+
+  private static func escapeBytes(_ text: String) -> [UInt8] {
+    var out: [UInt8] = []
+    for byte in text.utf8 {
+      if byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "%") {
+        out.append(UInt8(ascii: "%"))
+        out.append(contentsOf: Array(String(byte >> 4, radix: 16, uppercase: true).utf8))
+        out.append(contentsOf: Array(String(byte & 0xF, radix: 16, uppercase: true).utf8))
+      } else {
+        out.append(byte)
+      }
+    }
+    return out
+  }
+
+  private static func unescape(_ text: String) -> String? {
+    var out: [UInt8] = []
+    var bytes = Array(text.utf8)[...]
+    while let byte = bytes.popFirst() {
+      if byte != UInt8(ascii: "%") {
+        out.append(byte)
+        continue
+      }
+      guard bytes.count >= 2,
+        let value = UInt8(String(decoding: bytes.prefix(2), as: UTF8.self), radix: 16)
+      else { return nil }
+      out.append(value)
+      bytes = bytes.dropFirst(2)
+    }
+    return String(validating: out, as: UTF8.self)
+  }
+}

@@ -1,0 +1,139 @@
+import Dispatch
+import Synchronization
+
+#if canImport(FoundationEssentials)
+  import FoundationEssentials
+#else
+  import Foundation
+#endif
+
+/// A lease on a ``Presence``: valid for a stated time, renewed by a heartbeat, holding no lock
+/// between renewals. See ``Presence/lease(for:info:)``.
+public final class PresenceLease: Sendable {
+  private struct State {
+    var descriptor: CInt?
+    var held = false
+    var expiry: UInt64 = 0
+    var heartbeat: DispatchSourceTimer?
+  }
+
+  /// The presence leased.
+  public let presence: Presence
+  /// How long the lease stays valid without renewal.
+  public let duration: Duration
+  private let token = UInt64.random(in: 1...UInt64.max)
+  private let record: PresenceHolder
+  private let state = Mutex(State())
+
+  init(presence: Presence, duration: Duration, info: String?) {
+    self.presence = presence
+    self.duration = duration
+    self.record = PresenceHolder(
+      kind: .lease, processID: Syscall.processID, since: Date(), info: info, leaseToken: token)
+  }
+
+  deinit { release() }
+
+  /// Whether the lease is held and has not expired: `false` once released, once lost to another
+  /// holder, and while it has lapsed for want of renewal.
+  public var isHeld: Bool {
+    state.withLock { $0.held && $0.expiry > SystemClock.bootNanoseconds() }
+  }
+
+  /// Renews the lease now, for another ``duration``. The heartbeat does this by itself; call it
+  /// when you know the process is about to go quiet.
+  ///
+  /// - Throws: ``LiaisonError/Code/leaseLost`` when another holder took the presence after this
+  ///   lease lapsed.
+  public func renew() throws(LiaisonError) {
+    let fd = try state.withLock { state throws(LiaisonError) -> CInt in
+      guard let fd = state.descriptor else {
+        throw LiaisonError(.leaseLost, "The lease on '\(presence.name)' was released; lease the presence again.")
+      }
+      return fd
+    }
+    let found: PresenceRecord.Decoded
+    do throws(LiaisonError) {
+      found = try presence.lockRecord(fd)
+    } catch where error.code == .alreadyClaimed {
+      throw lost(error.message)
+    }
+    defer { Syscall.unlock(fd) }
+    if case .holder(let holder) = found, holder.leaseToken != token,
+      holder.isLiveLease(now: SystemClock.bootNanoseconds())
+    {
+      throw lost("It is held by \(holder).")
+    }
+    let expiry = SystemClock.bootNanoseconds() + duration.clampedNanoseconds
+    try presence.writeRecord(fd, record.renewed(until: expiry))
+    state.withLock {
+      $0.expiry = expiry
+      $0.held = true
+    }
+  }
+
+  /// Gives the lease up at once (it does not wait to lapse). Calling it again does nothing.
+  public func release() {
+    let (fd, timer) = state.withLock { state in
+      state.held = false
+      defer { state.heartbeat = nil }
+      return (state.descriptor.take(), state.heartbeat)
+    }
+    timer?.cancel()
+    guard let fd else { return }
+    if case .holder(let holder) = try? presence.lockRecord(fd), holder.leaseToken == token {
+      try? presence.writeRecord(fd, nil)
+    }
+    Syscall.close(fd)
+  }
+
+  /// Takes the lease and starts the heartbeat.
+  func start() throws(LiaisonError) {
+    let fd = try presence.openFile()
+    state.withLock { $0.descriptor = fd }
+    do throws(LiaisonError) {
+      try renew()
+    } catch {
+      release()
+      // The first renewal failing means somebody else holds the presence.
+      throw LiaisonError(.alreadyClaimed, error.message, path: presence.path)
+    }
+    let interval = DispatchTimeInterval.nanoseconds(Int(clamping: duration.clampedNanoseconds / 3))
+    state.withLock { state in
+      let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global())
+      timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(1))
+      timer.setEventHandler { [weak self] in self?.heartbeat() }
+      timer.resume()
+      state.heartbeat = timer
+    }
+  }
+
+  private func heartbeat() {
+    do throws(LiaisonError) {
+      try renew()
+    } catch where error.code == .leaseLost {
+      let timer = state.withLock { state in
+        state.held = false
+        return state.heartbeat.take()
+      }
+      timer?.cancel()
+    } catch {
+      // A passing failure (the disk, say): the next beat tries again; the lease may lapse.
+    }
+  }
+
+  private func lost(_ reason: String) -> LiaisonError {
+    state.withLock { $0.held = false }
+    return LiaisonError(
+      .leaseLost,
+      "The lease on '\(presence.name)' lapsed and another holder took the presence. \(reason)",
+      path: presence.path)
+  }
+}
+
+extension PresenceHolder {
+  func renewed(until expiry: UInt64) -> PresenceHolder {
+    PresenceHolder(
+      kind: kind, processID: processID, since: since, info: info, leaseExpiry: expiry, leaseToken: leaseToken)
+  }
+}

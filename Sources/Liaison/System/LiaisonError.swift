@@ -1,0 +1,98 @@
+import SystemPackage
+
+/// The error every Liaison operation throws.
+///
+/// Each error carries a ``code`` to switch on, a ``message`` that says what went wrong and what
+/// to do about it, and where it applies the underlying system error and the file or name
+/// involved.
+///
+/// ```swift
+/// do {
+///   let token = try await lock.lock(timeout: .seconds(2))
+/// } catch let error as LiaisonError where error.code == .timedOut {
+///   print("someone else is refreshing; try again later")
+/// }
+/// ```
+public struct LiaisonError: Error, Sendable, CustomStringConvertible {
+  /// What kind of failure this is. New codes may be added in later versions.
+  public struct Code: Hashable, Sendable, CustomStringConvertible {
+    private enum Value: String, Sendable {
+      case invalidName = "invalid name"
+      case invalidArgument = "invalid argument"
+      case unsafeFile = "unsafe file"
+      case corruptFile = "corrupt file"
+      case timedOut = "timed out"
+      case suspended = "suspended"
+      case alreadyClaimed = "already claimed"
+      case leaseLost = "lease lost"
+      case system = "system error"
+    }
+    private let value: Value
+    private init(_ value: Value) { self.value = value }
+
+    /// A name broke the naming rule; the message states the rule.
+    public static let invalidName = Code(.invalidName)
+    /// An argument other than a name was out of range (a negative timeout, say).
+    public static let invalidArgument = Code(.invalidArgument)
+    /// A file in the container is not what Liaison made: a symbolic link, a hard link, a
+    /// directory, or a file owned by another user. Liaison refuses to touch it.
+    public static let unsafeFile = Code(.unsafeFile)
+    /// A file in the container holds content Liaison cannot read.
+    public static let corruptFile = Code(.corruptFile)
+    /// A wait ran out of time before the lock or claim could be had.
+    public static let timedOut = Code(.timedOut)
+    /// The container was suspended with ``SharedContainer/suspend()``: the operation was given
+    /// up, or refused, until ``SharedContainer/resume()``.
+    public static let suspended = Code(.suspended)
+    /// Another holder has the presence; the message names it.
+    public static let alreadyClaimed = Code(.alreadyClaimed)
+    /// A lease lapsed and another process claimed the presence before it was renewed.
+    public static let leaseLost = Code(.leaseLost)
+    /// A system call failed; ``LiaisonError/errno`` says which error.
+    public static let system = Code(.system)
+
+    public var description: String { value.rawValue }
+  }
+
+  /// What kind of failure this is.
+  public let code: Code
+  /// What went wrong and what to do about it, in a sentence or two.
+  public let message: String
+  /// The system error beneath this one, if any.
+  public let errno: Errno?
+  /// The file involved, if any, as a path for people to read.
+  public let path: String?
+
+  public init(_ code: Code, _ message: String, errno: Errno? = nil, path: String? = nil) {
+    self.code = code
+    self.message = message
+    self.errno = errno
+    self.path = path
+  }
+
+  public var description: String {
+    var text = message
+    if let errno { text += " (\(errno))" }
+    return text
+  }
+}
+
+extension LiaisonError {
+  /// A failed system call on a file, with a message that names the file and the call.
+  static func system(_ errno: Errno, _ action: String, path: String) -> LiaisonError {
+    let advice: String
+    switch errno {
+    case .permissionDenied, .notPermitted:
+      advice = " Check that this process may read and write the container folder."
+    case .readOnlyFileSystem:
+      advice = " The container is on a read-only file system; choose a writable folder."
+    case .noSpace:
+      advice = " The disk is full; free some space."
+    case .tooManyOpenFiles:
+      advice = " This process has too many open files; close some or raise its limit."
+    default:
+      advice = ""
+    }
+    return LiaisonError(.system, "Could not \(action) '\(path)'.\(advice)", errno: errno, path: path)
+  }
+}

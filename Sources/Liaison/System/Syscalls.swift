@@ -1,0 +1,102 @@
+// Thin Swift wrappers over the system calls Liaison uses. Each retries on EINTR where that is
+// the right thing to do and reports failure as an `Errno`; callers turn that into a
+// `LiaisonError` that names the file.
+
+import SystemPackage
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// The current thread's `errno`, as an `Errno`.
+@inline(__always)
+func currentErrno() -> Errno { Errno(rawValue: errno) }
+
+/// Runs `body` until it does not fail with `EINTR`.
+@inline(__always)
+func retryOnInterrupt<T: FixedWidthInteger>(_ body: () -> T) -> T {
+  while true {
+    let result = body()
+    if result == -1 && errno == EINTR { continue }
+    return result
+  }
+}
+
+enum Syscall {
+  /// `openat(2)` relative to a directory descriptor.
+  static func openAt(_ directory: CInt, _ name: String, _ flags: CInt, _ mode: mode_t = 0) -> Result<CInt, Errno> {
+    let fd = retryOnInterrupt { openat(directory, name, flags, mode) }
+    return fd >= 0 ? .success(fd) : .failure(currentErrno())
+  }
+
+  /// `fstat(2)`.
+  static func status(_ fd: CInt) -> Result<stat, Errno> {
+    var info = stat()
+    return fstat(fd, &info) == 0 ? .success(info) : .failure(currentErrno())
+  }
+
+  /// `flock(2)`: returns `true` when the lock was taken, `false` when `LOCK_NB` was given and
+  /// another open file description holds a conflicting lock. Does not retry on `EINTR`, so that a
+  /// blocked wait can be interrupted; the caller decides.
+  static func lock(_ fd: CInt, _ operation: CInt) -> Result<Bool, Errno> {
+    if flock(fd, operation) == 0 { return .success(true) }
+    let error = currentErrno()
+    return error == .wouldBlock ? .success(false) : .failure(error)
+  }
+
+  /// `flock(fd, LOCK_UN)`. Unlocking a descriptor this process holds cannot fail for a reason
+  /// the caller could act on.
+  static func unlock(_ fd: CInt) {
+    _ = retryOnInterrupt { flock(fd, LOCK_UN) }
+  }
+
+  /// Reads up to `count` bytes at `offset` with `pread(2)`.
+  static func read(_ fd: CInt, count: Int, offset: Int = 0) -> Result<[UInt8], Errno> {
+    var buffer = [UInt8](repeating: 0, count: count)
+    var filled = 0
+    while filled < count {
+      let n = buffer.withUnsafeMutableBytes { raw in
+        retryOnInterrupt { pread(fd, raw.baseAddress! + filled, count - filled, off_t(offset + filled)) }
+      }
+      if n < 0 { return .failure(currentErrno()) }
+      if n == 0 { break }
+      filled += n
+    }
+    buffer.removeSubrange(filled...)
+    return .success(buffer)
+  }
+
+  /// Replaces the whole content of `fd` with `bytes`: truncates, then writes at offset 0.
+  static func replaceContent(_ fd: CInt, with bytes: [UInt8]) -> Result<Void, Errno> {
+    if retryOnInterrupt({ ftruncate(fd, 0) }) != 0 { return .failure(currentErrno()) }
+    var written = 0
+    while written < bytes.count {
+      let n = bytes.withUnsafeBytes { raw in
+        retryOnInterrupt { pwrite(fd, raw.baseAddress! + written, bytes.count - written, off_t(written)) }
+      }
+      if n < 0 { return .failure(currentErrno()) }
+      written += n
+    }
+    return .success(())
+  }
+
+  /// Closes `fd`. A failed close of a file Liaison only locked or read loses nothing.
+  static func close(_ fd: CInt) {
+    #if canImport(Glibc)
+      _ = Glibc.close(fd)
+    #else
+      _ = Darwin.close(fd)
+    #endif
+  }
+
+  /// The process id of this process.
+  static var processID: Int32 { getpid() }
+
+  /// Whether a process with this id exists (it may belong to another user).
+  static func processExists(_ pid: Int32) -> Bool {
+    guard pid > 0 else { return false }
+    return kill(pid, 0) == 0 || errno == EPERM
+  }
+}
