@@ -42,14 +42,20 @@ let package = Package(
       dependencies: ["Liaison"],
       swiftSettings: strictSettings
     ),
+    // Spawning and driving child processes, shared by the test targets.
+    .target(
+      name: "LiaisonTestSupport",
+      path: "Tests/LiaisonTestSupport",
+      swiftSettings: strictSettings
+    ),
     .testTarget(
       name: "LiaisonTests",
-      dependencies: ["Liaison", "LiaisonTestPeer"],
+      dependencies: ["Liaison", "LiaisonTestSupport", "LiaisonTestPeer"],
       swiftSettings: strictSettings
     ),
     .testTarget(
       name: "CLITests",
-      dependencies: ["liaison"],
+      dependencies: ["LiaisonTestSupport", "liaison"],
       swiftSettings: strictSettings
     ),
   ]

@@ -1,1 +1,223 @@
-print("todo")
+// The "other process" of Liaison's tests.
+//
+//   LiaisonTestPeer CONTAINER
+//
+// Reads one command a line on standard input and answers one line on standard output, so that a
+// test can drive it step by step and know when each step is done: `ok …` or `error CODE: MESSAGE`.
+// It prints `ready PID` when it starts. Closing its standard input ends it.
+//
+//   lock NAME [shared]          blocking lock              → ok locked
+//   trylock NAME [shared]                                  → ok locked | ok busy
+//   unlock NAME                                            → ok unlocked
+//   waitlock NAME sync|async    blocking or async lock     → ok locked MONOTONIC-NS-WHEN-TAKEN
+//   increment NAME FILE COUNT LOG   COUNT times: lock, read the number in FILE, write it + 1,
+//                                   unlock; appends "enter exit" (monotonic ns) per hold to LOG
+//   claim NAME [INFO…]                                     → ok claimed
+//   release NAME                                           → ok released
+//   lease NAME MILLISECONDS [INFO…]                        → ok leased
+//   active NAME                                            → ok true | ok false
+//   suspend | resume                                       → ok suspended | ok resumed
+//   residue NAME    with NAME held elsewhere: a timed-out async wait and a cancelled one, with
+//                   this process's descriptor and thread counts before and after
+//                                     → ok FDS THREADS FDS THREADS timedOut=CODE cancelled=TYPE
+
+import Dispatch
+import Foundation
+import Liaison
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Writes a line to standard output at once (no buffering between the peer and the test).
+func say(_ line: String) {
+  let bytes = Array((line + "\n").utf8)
+  _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+}
+
+guard CommandLine.arguments.count == 2 else {
+  say("usage: LiaisonTestPeer CONTAINER")
+  exit(2)
+}
+
+let container: SharedContainer
+do {
+  container = try SharedContainer(directory: CommandLine.arguments[1])
+} catch {
+  say("error \(error.code): \(error.message)")
+  exit(1)
+}
+
+var guards: [String: LockGuard] = [:]
+var claims: [String: PresenceClaim] = [:]
+var leases: [String: PresenceLease] = [:]
+
+func monotonicNanoseconds() -> UInt64 {
+  var now = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &now)
+  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
+/// Adds one to the decimal number in `path` (a missing or empty file counts as 0).
+func incrementFile(_ path: String) {
+  let fd = open(path, O_RDWR | O_CREAT, 0o600)
+  precondition(fd >= 0, "cannot open \(path)")
+  defer { close(fd) }
+  var buffer = [UInt8](repeating: 0, count: 32)
+  let n = read(fd, &buffer, buffer.count)
+  let value = Int(String(decoding: buffer.prefix(max(n, 0)), as: UTF8.self)) ?? 0
+  let text = Array(String(value + 1).utf8)
+  ftruncate(fd, 0)
+  _ = pwrite(fd, text, text.count, 0)
+}
+
+@MainActor func run(_ words: [String]) throws -> String {
+  let mode: LockMode = words.count > 2 && words[2] == "shared" ? .shared : .exclusive
+  switch words.first {
+  case "lock":
+    guards[words[1]] = try container.lock(words[1]).lock(mode)
+    return "locked"
+  case "trylock":
+    guard let held = try container.lock(words[1]).tryLock(mode) else { return "busy" }
+    guards[words[1]] = held
+    return "locked"
+  case "waitlock":
+    let lock = try container.lock(words[1])
+    let held: LockGuard
+    if words[2] == "async" {
+      let result = blocking { () -> Result<LockGuard, LiaisonError> in
+        do {
+          return .success(try await lock.lock(timeout: nil))
+        } catch {
+          return .failure(error as! LiaisonError)
+        }
+      }
+      held = try result.get()
+    } else {
+      held = try lock.lock()
+    }
+    let takenAt = monotonicNanoseconds()
+    guards[words[1]] = held
+    return "locked \(takenAt)"
+  case "unlock":
+    guards.removeValue(forKey: words[1])?.unlock()
+    return "unlocked"
+  case "increment":
+    let lock = try container.lock(words[1])
+    var log = ""
+    for _ in 0..<Int(words[3])! {
+      let held = try lock.lock()
+      let enter = monotonicNanoseconds()
+      incrementFile(words[2])
+      let exit = monotonicNanoseconds()
+      held.unlock()
+      log += "\(enter) \(exit)\n"
+    }
+    let fd = open(words[4], O_WRONLY | O_CREAT | O_APPEND, 0o600)
+    _ = write(fd, log, log.utf8.count)
+    close(fd)
+    return "done"
+  case "claim":
+    let info = words.count > 2 ? words[2...].joined(separator: " ") : nil
+    claims[words[1]] = try container.presence(words[1]).claim(info: info)
+    return "claimed"
+  case "release":
+    claims.removeValue(forKey: words[1])?.release()
+    leases.removeValue(forKey: words[1])?.release()
+    return "released"
+  case "lease":
+    let info = words.count > 3 ? words[3...].joined(separator: " ") : nil
+    leases[words[1]] = try container.presence(words[1]).lease(for: .milliseconds(Int(words[2])!), info: info)
+    return "leased"
+  case "active":
+    return String(try container.presence(words[1]).isActive)
+  case "residue":
+    return residue(try container.lock(words[1]))
+  case "suspend":
+    container.suspend()
+    return "suspended"
+  case "resume":
+    try container.resume()
+    return "resumed"
+  default:
+    return "unknown command"
+  }
+}
+
+@Sendable func counts() -> (Int, Int) {
+  func entries(_ path: String) -> Int {
+    guard let directory = opendir(path) else { return -1 }
+    defer { closedir(directory) }
+    var count = 0
+    while readdir(directory) != nil { count += 1 }
+    return count - 3  // ".", "..", and the descriptor opendir itself holds or the reading thread
+  }
+  return (entries("/proc/self/fd"), entries("/proc/self/task"))
+}
+
+/// Runs `body` in a task and waits for it on this (non-pool) thread.
+func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+  let result = Mutex<T?>(nil)
+  let done = DispatchSemaphore(value: 0)
+  Task {
+    let value = await body()
+    result.withLock { $0 = value }
+    done.signal()
+  }
+  done.wait()
+  return result.withLock { $0! }
+}
+
+func residue(_ lock: ProcessLock) -> String {
+  @Sendable func timedOut() async -> String {
+    do {
+      _ = try await lock.lock(timeout: .milliseconds(50))
+      return "acquired"
+    } catch let error as LiaisonError {
+      return "\(error.code)".replacingOccurrences(of: " ", with: "-")
+    } catch {
+      return "other"
+    }
+  }
+  @Sendable func cancelled(threadsBefore: Int) async -> String {
+    let waiter = Task { () -> String in
+      do {
+        _ = try await lock.lock(timeout: nil)
+        return "acquired"
+      } catch is CancellationError {
+        return "CancellationError"
+      } catch {
+        return "other"
+      }
+    }
+    // Cancel once the waiting thread exists, so that the blocked wait itself is interrupted.
+    let deadline = DispatchTime.now() + .seconds(5)
+    while counts().1 <= threadsBefore && DispatchTime.now() < deadline { sched_yield() }
+    waiter.cancel()
+    return await waiter.value
+  }
+  // Warm up, so that threads the runtime starts lazily exist before counting.
+  _ = blocking { await timedOut() }
+  _ = blocking { await cancelled(threadsBefore: counts().1) }
+  let before = counts()
+  let timeoutResult = blocking { await timedOut() }
+  let cancelResult = blocking { await cancelled(threadsBefore: before.1) }
+  let after = counts()
+  return "\(before.0) \(before.1) \(after.0) \(after.1) timedOut=\(timeoutResult) cancelled=\(cancelResult)"
+}
+
+say("ready \(getpid())")
+while let line = readLine() {
+  let words = line.split(separator: " ").map(String.init)
+  guard !words.isEmpty else { continue }
+  do {
+    say("ok \(try run(words))")
+  } catch let error as LiaisonError {
+    say("error \(error.code): \(error.message)")
+  } catch {
+    say("error \(error)")
+  }
+}

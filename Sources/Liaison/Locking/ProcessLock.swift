@@ -134,7 +134,10 @@ public final class ProcessLock: Sendable {
     }
     deadline?.cancel()
     wait.join()
-    if case .interrupted(.cancelled) = outcome { throw CancellationError() }
+    if case .interrupted(.cancelled) = outcome {
+      returnDescriptor(fd)
+      throw CancellationError()
+    }
     return try finish(outcome, fd: fd, mode: mode, timeout: timeout)
   }
 
@@ -266,4 +269,48 @@ private final class WaitParticipant: SuspensionParticipant {
   init(_ wait: InterruptibleWait) { self.wait = wait }
   func suspend() { wait.interrupt(.suspended) }
   func resume() throws(LiaisonError) {}
+}
+
+/// What a probe of a lock found.
+public enum LockState: Sendable, Hashable, CustomStringConvertible {
+  /// Nobody holds the lock.
+  case unlocked
+  /// One or more shared holders have it.
+  case shared
+  /// One exclusive holder has it.
+  case exclusive
+
+  public var description: String {
+    switch self {
+    case .unlocked: "unlocked"
+    case .shared: "held shared"
+    case .exclusive: "held exclusive"
+    }
+  }
+}
+
+extension ProcessLock {
+  /// Who holds the lock right now, as far as a non-blocking probe can tell.
+  ///
+  /// The probe takes and at once releases the lock with `LOCK_NB`, so for those microseconds
+  /// another process's ``tryLock(_:)`` may find it taken. Meant for inspection (`liaison status`),
+  /// not for deciding whether to lock: take the lock with ``tryLock(_:)`` instead.
+  public func probe() throws(LiaisonError) -> LockState {
+    if let held = try tryLock(.exclusive) {
+      held.unlock()
+      return .unlocked
+    }
+    if let held = try tryLock(.shared) {
+      held.unlock()
+      return .shared
+    }
+    return .exclusive
+  }
+}
+
+extension SharedContainer {
+  /// Every lock in the container that has ever been taken, by name.
+  public func locks() throws(LiaisonError) -> [ProcessLock] {
+    try lockFolder.names().map { ProcessLock(name: $0, container: self) }
+  }
 }

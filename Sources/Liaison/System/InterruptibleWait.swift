@@ -48,7 +48,7 @@ final class InterruptibleWait: Sendable {
   func run<T>(_ body: () -> T) -> T {
     InterruptSignal.installHandler()
     state.withLock { $0.thread = pthread_self() }
-    let result = body()
+    let result = InterruptSignal.unblocked(body)
     state.withLock { $0.finished = true }
     return result
   }
@@ -61,7 +61,7 @@ final class InterruptibleWait: Sendable {
     return await withCheckedContinuation { continuation in
       let task: @Sendable () -> Void = {
         self.state.withLock { $0.thread = pthread_self() }
-        let result = body()
+        let result = InterruptSignal.unblocked(body)
         self.state.withLock { $0.finished = true }
         continuation.resume(returning: result)
       }
@@ -131,6 +131,18 @@ enum InterruptSignal {
 
   /// Installs the no-op handler the first time it is needed.
   static func installHandler() { _ = installed }
+
+  /// Runs `body` with the signal unblocked on this thread. Threads inherit their creator's
+  /// signal mask, and Dispatch's worker threads block nearly every signal.
+  static func unblocked<T>(_ body: () -> T) -> T {
+    var set = sigset_t()
+    var previous = sigset_t()
+    sigemptyset(&set)
+    sigaddset(&set, number)
+    pthread_sigmask(SIG_UNBLOCK, &set, &previous)
+    defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+    return body()
+  }
 }
 
 /// Starting and joining threads of Liaison's own.

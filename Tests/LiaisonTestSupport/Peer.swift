@@ -1,0 +1,164 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Where SwiftPM put the products of this build (the test peer, the CLI).
+public func productsDirectory() -> URL {
+  #if canImport(Darwin)
+    for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
+      return bundle.bundleURL.deletingLastPathComponent()
+    }
+  #endif
+  let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+  return executable.deletingLastPathComponent()
+}
+
+/// A fresh, empty container directory, removed when the returned value is released.
+public final class TemporaryDirectory: @unchecked Sendable {
+  public let path: String
+
+  public init() {
+    var template = Array((NSTemporaryDirectory() + "/liaison-test-XXXXXX").utf8CString)
+    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+    precondition(made != nil, "cannot create a temporary directory")
+    path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+
+  deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// A process started by a test, talking one line per command on its standard input and output.
+public final class ChildProcess: @unchecked Sendable {
+  public let process = Process()
+  private let input = Pipe()
+  private let output = Pipe()
+  private var buffer: [UInt8] = []
+
+  /// Starts `executable` (a path) with `arguments`.
+  public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    if let environment {
+      process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    }
+    process.standardInput = input
+    process.standardOutput = output
+    try process.run()
+  }
+
+  deinit {
+    if process.isRunning { kill(SIGKILL) }
+    process.waitUntilExit()
+  }
+
+  public var pid: Int32 { process.processIdentifier }
+
+  /// Writes `line` and a newline to the child's standard input.
+  public func write(_ line: String) {
+    input.fileHandleForWriting.write(Data((line + "\n").utf8))
+  }
+
+  /// Closes the child's standard input.
+  public func closeInput() {
+    try? input.fileHandleForWriting.close()
+  }
+
+  /// Reads one line of the child's standard output, waiting at most `timeout` seconds (a failure
+  /// guard only; a healthy child answers at once).
+  public func readLine(timeout: Double = 60) throws -> String {
+    let fd = output.fileHandleForReading.fileDescriptor
+    let deadline = Date().addingTimeInterval(timeout)
+    while true {
+      if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+        let line = String(decoding: buffer[..<newline], as: UTF8.self)
+        buffer.removeSubrange(...newline)
+        return line
+      }
+      let remaining = deadline.timeIntervalSinceNow
+      guard remaining > 0 else { throw PeerError("no answer from pid \(pid) within \(timeout) s") }
+      var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+      guard poll(&poller, 1, Int32(remaining * 1000)) > 0 else { continue }
+      var chunk = [UInt8](repeating: 0, count: 4096)
+      let n = Glibc.read(fd, &chunk, chunk.count)
+      if n <= 0 { throw PeerError("pid \(pid) closed its output") }
+      buffer.append(contentsOf: chunk.prefix(n))
+    }
+  }
+
+  /// Sends a signal to the child.
+  public func kill(_ signal: Int32) {
+    _ = Glibc.kill(pid, signal)
+  }
+
+  /// Waits for the child to exit and returns its status.
+  public func wait() -> Int32 {
+    process.waitUntilExit()
+    return process.terminationStatus
+  }
+}
+
+/// A `LiaisonTestPeer` on a container.
+public final class Peer: @unchecked Sendable {
+  public let child: ChildProcess
+
+  public init(container: String) throws {
+    child = try ChildProcess(productsDirectory().appendingPathComponent("LiaisonTestPeer").path, [container])
+    let greeting = try child.readLine()
+    guard greeting.hasPrefix("ready ") else { throw PeerError("peer said '\(greeting)' instead of ready") }
+  }
+
+  public var pid: Int32 { child.pid }
+
+  /// Sends a command and returns the answer after `ok ` (or throws with the error answer).
+  @discardableResult
+  public func send(_ command: String, timeout: Double = 60) throws -> String {
+    child.write(command)
+    let answer = try child.readLine(timeout: timeout)
+    guard answer.hasPrefix("ok") else { throw PeerError("'\(command)' → \(answer)") }
+    return String(answer.dropFirst(3))
+  }
+
+  /// Sends a command and returns the whole answer line, `ok …` or `error …`.
+  public func ask(_ command: String) throws -> String {
+    child.write(command)
+    return try child.readLine()
+  }
+
+  public func kill() {
+    child.kill(SIGKILL)
+    _ = child.wait()
+  }
+}
+
+public struct PeerError: Error, CustomStringConvertible {
+  public let description: String
+  public init(_ description: String) { self.description = description }
+}
+
+/// The number of open descriptors and of threads of this process.
+public func resourceCounts() -> (descriptors: Int, threads: Int) {
+  let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+  let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? -1
+  return (descriptors, threads)
+}
+
+/// Nanoseconds on the monotonic clock that every process shares.
+public func monotonicNanoseconds() -> UInt64 {
+  var now = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &now)
+  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
+/// Checks `condition` until it holds, yielding between checks; throws after `timeout` seconds
+/// (a failure guard: the condition is expected to hold soon).
+public func waitUntil(_ what: String, timeout: Double = 30, _ condition: () throws -> Bool) throws {
+  let deadline = Date().addingTimeInterval(timeout)
+  while try !condition() {
+    guard Date() < deadline else { throw PeerError("timed out waiting until \(what)") }
+    sched_yield()
+  }
+}

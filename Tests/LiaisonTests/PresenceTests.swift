@@ -1,0 +1,120 @@
+import Foundation
+import Liaison
+import LiaisonTestSupport
+import Testing
+
+@Suite("Presence across processes")
+struct PresenceTests {
+  let directory = TemporaryDirectory()
+
+  @Test func aClaimInAnotherProcessIsActiveWithItsHolderUntilTheHolderIsKilled() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let recording = try container.presence("recording")
+    #expect(try !recording.isActive)
+    #expect(try recording.holder == nil)
+
+    let app = try Peer(container: directory.path)
+    try app.send("claim recording episode 7")
+    #expect(try recording.isActive)
+    let holder = try #require(try recording.holder)
+    #expect(holder.processID == app.pid)
+    #expect(holder.kind == .claim)
+    #expect(holder.info == "episode 7")
+
+    app.kill()
+    #expect(try !recording.isActive)
+    #expect(try recording.holder == nil)
+    #expect(try container.presences().map(\.name.rawValue) == ["recording"])
+  }
+
+  @Test func aSecondClaimIsRefusedWithTheHolderNamed() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let app = try Peer(container: directory.path)
+    try app.send("claim navigation")
+    #expect {
+      _ = try container.presence("navigation").claim()
+    } throws: { error in
+      let error = error as? LiaisonError
+      return error?.code == .alreadyClaimed && error?.message.contains("pid \(app.pid)") == true
+    }
+    try app.send("release navigation")
+    let mine = try container.presence("navigation").claim(info: "here")
+    #expect(mine.isHeld)
+    #expect(try app.ask("claim navigation").hasPrefix("error already claimed"))
+    mine.release()
+    #expect(try container.presence("navigation").holder == nil)
+  }
+
+  @Test func aLeaseStaysActiveWhileRenewedAndLapsesWhenItsHolderStops() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let sync = try container.presence("sync")
+    let leaseMilliseconds = 600.0
+    let holder = try Peer(container: directory.path)
+    try holder.send("lease sync \(Int(leaseMilliseconds)) background sync")
+    #expect(try sync.holder?.kind == .lease)
+    #expect(try sync.holder?.processID == holder.pid)
+
+    // Renewed by its heartbeat: active for three lease durations in a row.
+    let renewedUntil = Date().addingTimeInterval(3 * leaseMilliseconds / 1000)
+    var inactiveSeen = 0
+    while Date() < renewedUntil {
+      if try !sync.isActive { inactiveSeen += 1 }
+      usleep(20_000)
+    }
+    #expect(inactiveSeen == 0)
+
+    // Stopped (as iOS suspends a process): no renewal, so the lease lapses after its time.
+    holder.child.kill(SIGSTOP)
+    let stoppedAt = Date()
+    #expect(try sync.isActive)
+    while try sync.isActive, Date().timeIntervalSince(stoppedAt) < 10 { usleep(5_000) }
+    let lapsedAfter = Date().timeIntervalSince(stoppedAt) * 1000
+    #expect(try !sync.isActive)
+    // Renewed every third of the lease, so at least two thirds of it remained when stopped.
+    #expect(lapsedAfter >= leaseMilliseconds * 2 / 3 - 50, "lapsed \(lapsedAfter) ms after the stop")
+    #expect(lapsedAfter <= leaseMilliseconds + 300, "lapsed \(lapsedAfter) ms after the stop")
+
+    // Running again: the heartbeat takes the lease back.
+    holder.child.kill(SIGCONT)
+    let continuedAt = Date()
+    while try !sync.isActive, Date().timeIntervalSince(continuedAt) < 10 { usleep(5_000) }
+    #expect(try sync.isActive)
+    #expect(try sync.holder?.processID == holder.pid)
+  }
+
+  @Test func aLeaseExcludesClaimsAndIsGoneOnRelease() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let lease = try container.presence("upload").lease(for: .seconds(30))
+    #expect(lease.isHeld)
+    let other = try Peer(container: directory.path)
+    #expect(try other.ask("claim upload").hasPrefix("error already claimed"))
+    #expect(try other.send("active upload") == "true")
+    lease.release()
+    #expect(try other.send("active upload") == "false")
+    #expect(try other.send("claim upload") == "claimed")
+  }
+
+  @Test func suspendReleasesTheClaimAndResumeTakesItBack() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let audio = try container.presence("audio")
+    let app = try Peer(container: directory.path)
+    try app.send("claim audio playing")
+    #expect(try audio.isActive)
+
+    try app.send("suspend")
+    #expect(try !audio.isActive)
+    #expect(try app.ask("claim other").hasPrefix("error suspended"))
+
+    try app.send("resume")
+    #expect(try audio.isActive)
+    #expect(try audio.holder?.processID == app.pid)
+    #expect(try audio.holder?.info == "playing")
+  }
+
+  @Test func badInfoAndLeaseDurationsAreRefused() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let presence = try container.presence("p")
+    #expect(throws: LiaisonError.self) { _ = try presence.claim(info: String(repeating: "x", count: 1025)) }
+    #expect(throws: LiaisonError.self) { _ = try presence.lease(for: .milliseconds(1)) }
+  }
+}

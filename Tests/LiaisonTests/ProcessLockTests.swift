@@ -1,0 +1,135 @@
+import Foundation
+import Liaison
+import LiaisonTestSupport
+import Testing
+
+@Suite("ProcessLock across processes")
+struct ProcessLockTests {
+  let directory = TemporaryDirectory()
+
+  @Test(arguments: ["sync", "async"])
+  func killedHolderReleasesTheLockToAWaiterWithin100Milliseconds(_ form: String) throws {
+    let holder = try Peer(container: directory.path)
+    try #require(try holder.send("lock token-refresh") == "locked")
+    let waiter = try Peer(container: directory.path)
+    waiter.child.write("waitlock token-refresh \(form)")
+    // The kernel lists a blocked flock waiter in /proc/locks with "->": wait for that state.
+    try waitUntil("the waiter blocks on the lock") {
+      let locks = try String(contentsOfFile: "/proc/locks", encoding: .utf8)
+      return locks.split(separator: "\n").contains { $0.contains("-> FLOCK") && $0.contains(" \(waiter.pid) ") }
+    }
+    let killedAt = monotonicNanoseconds()
+    holder.kill()
+    let answer = try waiter.child.readLine()
+    let takenAt = try #require(UInt64(answer.split(separator: " ").last ?? ""), "\(answer)")
+    let elapsed = Double(takenAt - killedAt) / 1e6
+    #expect(elapsed < 100, "acquired \(elapsed) ms after SIGKILL")
+  }
+
+  @Test func eightProcessesIncrementingUnderTheLockCountExactlyAndNeverOverlap() throws {
+    let counter = directory.path + "/counter"
+    let peers = try (0..<8).map { _ in try Peer(container: directory.path) }
+    for (index, peer) in peers.enumerated() {
+      peer.child.write("increment counter \(counter) 500 \(directory.path)/log-\(index)")
+    }
+    for peer in peers {
+      #expect(try peer.child.readLine(timeout: 300) == "ok done")
+    }
+    #expect(try String(contentsOfFile: counter, encoding: .utf8) == "4000")
+
+    var intervals: [(enter: UInt64, exit: UInt64)] = []
+    for index in peers.indices {
+      let log = try String(contentsOfFile: "\(directory.path)/log-\(index)", encoding: .utf8)
+      for line in log.split(separator: "\n") {
+        let parts = line.split(separator: " ").compactMap { UInt64($0) }
+        intervals.append((parts[0], parts[1]))
+      }
+    }
+    #expect(intervals.count == 4000)
+    intervals.sort { $0.enter < $1.enter }
+    var overlaps = 0
+    for (previous, next) in zip(intervals, intervals.dropFirst()) where next.enter < previous.exit {
+      overlaps += 1
+    }
+    #expect(overlaps == 0)
+  }
+
+  @Test func sharedHoldersCoexistAndExclusiveExcludesThem() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let lock = try container.lock("catalog")
+    let reader = try Peer(container: directory.path)
+    #expect(try reader.send("lock catalog shared") == "locked")
+
+    let mine = try #require(try lock.tryLock(.shared))
+    #expect(try lock.tryLock(.exclusive) == nil)
+    let secondReader = try Peer(container: directory.path)
+    #expect(try secondReader.send("trylock catalog shared") == "locked")
+    #expect(try reader.send("trylock other-lock") == "locked")
+    #expect(try lock.probe() == .shared)
+
+    mine.unlock()
+    try reader.send("unlock catalog")
+    try secondReader.send("unlock catalog")
+    let writer = try Peer(container: directory.path)
+    #expect(try writer.send("lock catalog") == "locked")
+    #expect(try lock.tryLock(.shared) == nil)
+    #expect(try lock.tryLock(.exclusive) == nil)
+    #expect(try reader.send("trylock catalog shared") == "busy")
+    #expect(try lock.probe() == .exclusive)
+    try writer.send("unlock catalog")
+    #expect(try lock.probe() == .unlocked)
+  }
+
+  @Test func twoAcquisitionsInOneProcessExcludeEachOther() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let lock = try container.lock("same-process")
+    let first = try #require(try lock.tryLock())
+    #expect(try lock.tryLock() == nil)
+    #expect(try container.lock("same-process").tryLock() == nil)
+    first.unlock()
+    #expect(!first.isHeld)
+    #expect(try lock.tryLock() != nil)
+  }
+
+  @Test func timedOutAndCancelledWaitsThrowAndLeaveNoDescriptorOrThread() throws {
+    let holder = try Peer(container: directory.path)
+    try holder.send("lock busy")
+    let observer = try Peer(container: directory.path)
+    let report = try observer.send("residue busy").split(separator: " ").map(String.init)
+    #expect(report[4] == "timedOut=timed-out")
+    #expect(report[5] == "cancelled=CancellationError")
+    #expect(report[0] == report[2], "descriptors before \(report[0]), after \(report[2])")
+    #expect(report[1] == report[3], "threads before \(report[1]), after \(report[3])")
+  }
+
+  @Test func asyncTimeoutThrowsTimedOut() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let holder = try Peer(container: directory.path)
+    try holder.send("lock slow")
+    await #expect {
+      _ = try await container.lock("slow").lock(timeout: .milliseconds(20))
+    } throws: { ($0 as? LiaisonError)?.code == .timedOut }
+    await #expect {
+      _ = try await container.lock("slow").lock(timeout: .seconds(-1))
+    } throws: { ($0 as? LiaisonError)?.code == .invalidArgument }
+  }
+
+  @Test func suspendReleasesHeldLocksAndEndsWaits() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let held = try #require(try container.lock("held-here").tryLock())
+    let peer = try Peer(container: directory.path)
+    try peer.send("lock held-there")
+
+    let waiter = Task { try await container.lock("held-there").lock(timeout: .seconds(30)) }
+    // The waiter is either blocked in its wait or about to be; suspend ends both.
+    container.suspend()
+    #expect(container.isSuspended)
+    await #expect { _ = try await waiter.value } throws: { ($0 as? LiaisonError)?.code == .suspended }
+    #expect(!held.isHeld)
+    #expect(try peer.send("trylock held-here") == "locked")
+    #expect(throws: LiaisonError.self) { _ = try container.lock("free").tryLock() }
+
+    try container.resume()
+    #expect(try container.lock("free").tryLock() != nil)
+  }
+}
