@@ -1,0 +1,178 @@
+import ArgumentParser
+import Foundation
+import Liaison
+
+struct DemoCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "demo",
+    abstract: "Watch an app and its extensions coordinate through Liaison, narrated step by step.",
+    discussion: """
+      Runs in a temporary container that it removes afterwards. Each actor is a real process (this \
+      program, started again), and the crash is a real SIGKILL.
+      """
+  )
+
+  func run() async throws {
+    let directory = try makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let container = try SharedContainer(directory: directory)
+    print("Liaison demo, in a temporary container at \(directory)\n")
+    try recordingScene(container)
+    try tokenScene(container)
+    print("Done; the temporary container is removed.")
+  }
+
+  /// Question 1: is the app recording right now?
+  private func recordingScene(_ container: SharedContainer) throws {
+    print("1. Is the app recording right now?  (Presence)")
+    let recording = try container.presence("recording")
+    say("widget", "is \"recording\" active? \(try describe(recording))")
+
+    let app = try DemoActor(role: "recorder", container: container)
+    try app.expect("claimed")
+    say("app", "starts recording and claims \"recording\" (pid \(app.pid))")
+    say("widget", "is \"recording\" active? \(try describe(recording))")
+
+    app.crash()
+    say("app", "crashes: killed with SIGKILL, no time to clean up")
+    say("widget", "is \"recording\" active? \(try describe(recording))")
+    print("   The kernel released the claim when the app died: no stale \"running\" flag.\n")
+  }
+
+  /// Question 2: only one process may refresh the token.
+  private func tokenScene(_ container: SharedContainer) throws {
+    print("2. Three processes find the token expired at once; who refreshes it?  (ProcessLock)")
+    let tokenFile = container.directory + "/token"
+    try "v1 expired".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+    let roles = ["app", "widget", "keyboard"]
+    let actors = try roles.map { try DemoActor(role: "token-client", container: container, arguments: [$0, tokenFile]) }
+    for actor in actors { try actor.expect("ready") }
+    say("all", "app, widget and keyboard need the token and take the \"token-refresh\" lock")
+    for actor in actors { actor.send("go") }
+
+    // Each answers "<monotonic ns> <what it did>"; tell them in the order they happened.
+    let results = try actors.map { actor -> (UInt64, String) in
+      let line = try actor.readLine()
+      let parts = line.split(separator: " ", maxSplits: 1)
+      return (UInt64(parts[0]) ?? 0, String(parts.count > 1 ? parts[1] : ""))
+    }
+    for ((_, what), role) in zip(results, roles).sorted(by: { $0.0.0 < $1.0.0 }) {
+      say(role, what)
+    }
+    let refreshes = results.filter { $0.1.hasPrefix("refreshed") }.count
+    let token = try String(contentsOfFile: tokenFile, encoding: .utf8)
+    print("   \(refreshes) refresh for \(actors.count) processes; the token is now \"\(token)\".\n")
+  }
+
+  private func describe(_ presence: Presence) throws -> String {
+    guard let holder = try presence.holder else { return "no" }
+    return "yes, held by pid \(holder.processID)" + (holder.info.map { " (\($0))" } ?? "")
+  }
+
+  private func say(_ who: String, _ what: String) {
+    print("   " + "[\(who)]".padding(toLength: 11, withPad: " ", startingAt: 0) + what)
+  }
+
+  private func makeTemporaryDirectory() throws -> String {
+    var template = Array(URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("liaison-demo-XXXXXX").path.utf8CString)
+    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+      throw CLIError(LiaisonError(.system, "Could not create a temporary folder for the demo."))
+    }
+    return String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+}
+
+/// One actor of the demo: this program started again as `liaison _demo-actor ROLE …`.
+final class DemoActor {
+  private let process = Process()
+  private let input = Pipe()
+  private let output = Pipe()
+  private var buffer = Data()
+
+  init(role: String, container: SharedContainer, arguments: [String] = []) throws {
+    process.executableURL = URL(fileURLWithPath: Bundle.main.executablePath ?? CommandLine.arguments[0])
+    process.arguments = ["_demo-actor", role, "--container", container.directory] + arguments
+    process.standardInput = input
+    process.standardOutput = output
+    try process.run()
+  }
+
+  deinit {
+    try? input.fileHandleForWriting.close()
+    process.waitUntilExit()
+  }
+
+  var pid: Int32 { process.processIdentifier }
+
+  func send(_ line: String) {
+    input.fileHandleForWriting.write(Data((line + "\n").utf8))
+  }
+
+  func readLine() throws -> String {
+    while true {
+      if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+        let line = String(decoding: buffer[..<newline], as: UTF8.self)
+        buffer.removeSubrange(...newline)
+        return line
+      }
+      let chunk = output.fileHandleForReading.availableData
+      if chunk.isEmpty {
+        throw CLIError(LiaisonError(.system, "A demo process (pid \(pid)) ended unexpectedly."))
+      }
+      buffer.append(chunk)
+    }
+  }
+
+  func expect(_ line: String) throws {
+    let got = try readLine()
+    guard got == line else {
+      throw CLIError(LiaisonError(.system, "A demo process (pid \(pid)) said '\(got)' instead of '\(line)'."))
+    }
+  }
+
+  func crash() {
+    kill(pid, SIGKILL)
+    process.waitUntilExit()
+  }
+}
+
+/// The demo's actors. Not for direct use.
+struct DemoActorCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(commandName: "_demo-actor", shouldDisplay: false)
+
+  @Argument var role: String
+  @OptionGroup var options: ContainerOptions
+  @Argument var arguments: [String] = []
+
+  func run() async throws {
+    let container = try options.open()
+    switch role {
+    case "recorder":
+      let claim = try container.presence("recording").claim(info: "episode 7")
+      announce("claimed")
+      while Swift.readLine() != nil {}
+      claim.release()
+    case "token-client":
+      let (who, tokenFile) = (arguments[0], arguments[1])
+      announce("ready")
+      _ = Swift.readLine()
+      try await container.lock("token-refresh").withLock(timeout: .seconds(30)) {
+        let token = try String(contentsOfFile: tokenFile, encoding: .utf8)
+        let takenAt = DispatchTime.now().uptimeNanoseconds
+        if token.hasSuffix("expired") {
+          try await Task.sleep(for: .milliseconds(150))  // the network round trip of a real refresh
+          try "v2 fresh (refreshed by the \(who))".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+          announce("\(takenAt) refreshed the token: \"v1 expired\" → \"v2 fresh\"")
+        } else {
+          announce("\(takenAt) got the lock; the token is already fresh, nothing to do")
+        }
+      }
+    default:
+      throw ValidationError("unknown demo role \(role)")
+    }
+  }
+
+  private func announce(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+  }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import Liaison
+
+/// Writes a line to standard error.
+func printError(_ line: String) {
+  FileHandle.standardError.write(Data((line + "\n").utf8))
+}
+
+/// Prints `value` as one line of JSON with sorted keys.
+func printJSON<T: Encodable>(_ value: T) throws {
+  let encoder = JSONEncoder()
+  encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+  encoder.dateEncodingStrategy = .iso8601
+  print(String(decoding: try encoder.encode(value), as: UTF8.self))
+}
+
+/// A presence holder as the CLI shows it.
+struct HolderReport: Encodable {
+  let kind: String
+  let pid: Int32
+  let since: Date
+  let info: String?
+  let leaseRemainingSeconds: Double?
+
+  init(_ holder: PresenceHolder) {
+    kind = holder.kind.rawValue
+    pid = holder.processID
+    since = holder.since
+    info = holder.info
+    leaseRemainingSeconds = holder.leaseRemaining.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+  }
+
+  var text: String {
+    var line = "pid \(pid) (\(kind)) since \(since.formatted(.iso8601))"
+    if let leaseRemainingSeconds { line += String(format: ", lease %.1f s left", leaseRemainingSeconds) }
+    if let info { line += ": \(info)" }
+    return line
+  }
+}
+
+/// A presence as the CLI lists it.
+struct PresenceReport: Encodable {
+  let name: String
+  let active: Bool
+  let holder: HolderReport?
+
+  init(_ presence: Presence) throws {
+    name = presence.name.rawValue
+    let holder = try presence.holder
+    self.holder = holder.map(HolderReport.init)
+    active = holder != nil
+  }
+}

@@ -1,0 +1,78 @@
+import ArgumentParser
+import Liaison
+
+struct PresenceCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "presence",
+    abstract: "Claim, check and list presences: is a feature running, and who runs it?",
+    subcommands: [Claim.self, Check.self, List.self]
+  )
+
+  struct Claim: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+      abstract: "Run a command while claiming a presence.",
+      discussion: """
+        Exits with the command's status, or \(ExitStatus.busy) at once if another holder has the \
+        presence.
+
+          liaison presence claim recording --info "episode 7" -- ./record.sh
+        """
+    )
+
+    @OptionGroup var options: ContainerOptions
+    @Argument(help: "The presence's name.") var name: String
+    @Option(help: "A short text for others to read while the claim lasts.") var info: String?
+    @Argument(parsing: .postTerminator, help: ArgumentHelp("The command to run, after --.", valueName: "command"))
+    var command: [String] = []
+
+    func validate() throws {
+      if command.isEmpty { throw ValidationError("Give the command to run after --, e.g. `liaison presence claim NAME -- ./job`.") }
+    }
+
+    func run() async throws {
+      let status = try await Self.reporting {
+        let claim = try options.open().presence(name).claim(info: info)
+        defer { claim.release() }
+        return try runCommand(command)
+      }
+      throw ExitCode(status)
+    }
+  }
+
+  struct Check: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+      abstract: "Tell whether a presence is active.",
+      discussion: "Exits 0 and prints the holder when active; exits 1 and prints `inactive` when not."
+    )
+
+    @OptionGroup var options: ContainerOptions
+    @Argument(help: "The presence's name.") var name: String
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+      let report = try await Self.reporting { try PresenceReport(try options.open().presence(name)) }
+      if json {
+        try printJSON(report)
+      } else {
+        print(report.holder.map { "active: \($0.text)" } ?? "inactive")
+      }
+      if !report.active { throw ExitCode(1) }
+    }
+  }
+
+  struct List: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List every presence in the container with its holder.")
+
+    @OptionGroup var options: ContainerOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+      let reports = try await Self.reporting { try options.open().presences().map(PresenceReport.init) }
+      if json { return try printJSON(reports) }
+      if reports.isEmpty { print("no presences") }
+      for report in reports {
+        print("\(report.name)\t\(report.holder.map { "active: \($0.text)" } ?? "inactive")")
+      }
+    }
+  }
+}

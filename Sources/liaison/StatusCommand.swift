@@ -1,0 +1,48 @@
+import ArgumentParser
+import Liaison
+
+struct StatusCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "status",
+    abstract: "Show everything in the container at a glance: presences and locks.",
+    discussion: """
+      Lock states come from a non-blocking probe that takes and releases each free lock for a \
+      moment; a process's tryLock at that very moment may find it taken.
+      """
+  )
+
+  @OptionGroup var options: ContainerOptions
+  @Flag(help: "Print JSON.") var json = false
+
+  struct LockReport: Encodable {
+    let name: String
+    let state: String
+  }
+
+  struct Report: Encodable {
+    let container: String
+    let presences: [PresenceReport]
+    let locks: [LockReport]
+  }
+
+  func run() async throws {
+    let report = try await Self.reporting {
+      let container = try options.open()
+      return Report(
+        container: container.directory,
+        presences: try container.presences().map(PresenceReport.init),
+        locks: try container.locks().map { LockReport(name: $0.name.rawValue, state: "\(try $0.probe())") }
+      )
+    }
+    if json { return try printJSON(report) }
+    print("Container \(report.container)")
+    print("Presences:" + (report.presences.isEmpty ? " none" : ""))
+    for presence in report.presences {
+      print("  \(presence.name)\t\(presence.holder.map { "active: \($0.text)" } ?? "inactive")")
+    }
+    print("Locks:" + (report.locks.isEmpty ? " none" : ""))
+    for lock in report.locks {
+      print("  \(lock.name)\t\(lock.state)")
+    }
+  }
+}

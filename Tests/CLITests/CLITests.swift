@@ -1,0 +1,96 @@
+import Foundation
+import LiaisonTestSupport
+import Testing
+
+@Suite("The liaison command")
+struct CLITests {
+  let directory = TemporaryDirectory()
+
+  /// Runs `liaison ARGS --container DIR`… and returns its exit status and standard output.
+  func liaison(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = productsDirectory().appendingPathComponent("liaison")
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(["LIAISON_CONTAINER": directory.path]) { $1 }
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+  }
+
+  @Test func lockRunsTheCommandAndPassesItsExitStatus() throws {
+    #expect(try liaison(["lock", "job", "--", "sh", "-c", "exit 0"]).status == 0)
+    #expect(try liaison(["lock", "job", "--", "sh", "-c", "exit 3"]).status == 3)
+    #expect(try liaison(["lock", "job", "--", "sh", "-c", "echo ran"]).output == "ran\n")
+    #expect(try liaison(["lock", "job", "--", "no-such-command-anywhere"]).status == 127)
+    #expect(try liaison(["lock", "job", "--", "sh", "-c", "kill -9 $$"]).status == 128 + 9)
+  }
+
+  @Test func lockTimesOutWithStatus75WhileAnotherProcessHoldsIt() throws {
+    let holder = try Peer(container: directory.path)
+    try holder.send("lock job")
+    let result = try liaison(["lock", "job", "--timeout", "0.1", "--", "sh", "-c", "echo should-not-run"])
+    #expect(result.status == 75)
+    #expect(result.output.isEmpty)
+    try holder.send("unlock job")
+    #expect(try liaison(["lock", "job", "--timeout", "5", "--", "true"]).status == 0)
+  }
+
+  @Test func presenceCheckExitsZeroWhenActiveAndOneWhenNot() throws {
+    #expect(try liaison(["presence", "check", "recording"]) == (1, "inactive\n"))
+    let app = try Peer(container: directory.path)
+    try app.send("claim recording episode 7")
+    let active = try liaison(["presence", "check", "recording"])
+    #expect(active.status == 0)
+    #expect(active.output.hasPrefix("active: pid \(app.pid) (claim)"))
+    #expect(active.output.contains("episode 7"))
+    let json = try liaison(["presence", "check", "recording", "--json"])
+    let object = try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any]
+    #expect(object?["active"] as? Bool == true)
+    #expect((object?["holder"] as? [String: Any])?["pid"] as? Int == Int(app.pid))
+    #expect(try liaison(["presence", "claim", "recording", "--", "true"]).status == 75)
+    app.kill()
+    #expect(try liaison(["presence", "check", "recording"]).status == 1)
+  }
+
+  @Test func presenceClaimHoldsThePresenceWhileTheCommandRuns() throws {
+    let result = try liaison([
+      "presence", "claim", "sync", "--info", "nightly", "--", "sh", "-c", "echo $PPID",
+    ])
+    #expect(result.status == 0)
+    // The claim was held by liaison (the command's parent) while the command ran, and is gone now.
+    #expect(try liaison(["presence", "check", "sync"]).status == 1)
+    let listed = try liaison(["presence", "list", "--json"])
+    #expect(listed.output.contains("\"name\":\"sync\""))
+  }
+
+  @Test func statusListsPresencesAndLocks() throws {
+    let peer = try Peer(container: directory.path)
+    try peer.send("claim recording")
+    try peer.send("lock token-refresh")
+    let status = try liaison(["status", "--json"])
+    #expect(status.status == 0)
+    let object = try JSONSerialization.jsonObject(with: Data(status.output.utf8)) as? [String: Any]
+    let locks = object?["locks"] as? [[String: Any]]
+    #expect(locks?.first?["name"] as? String == "token-refresh")
+    #expect(locks?.first?["state"] as? String == "held exclusive")
+    let presences = object?["presences"] as? [[String: Any]]
+    #expect(presences?.first?["active"] as? Bool == true)
+  }
+
+  @Test func badNamesAndMissingCommandsAreUsageErrors() throws {
+    #expect(try liaison(["lock", "../x", "--", "true"]).status == 64)
+    #expect(try liaison(["lock", "x"]).status == 64)
+    #expect(try liaison(["presence", "check", ".hidden"]).status == 64)
+  }
+
+  @Test func theDemoRunsToTheEndAndExitsZero() throws {
+    let demo = try liaison(["demo"])
+    #expect(demo.status == 0)
+    #expect(demo.output.contains("1 refresh for 3 processes"))
+    #expect(demo.output.contains("Done"))
+  }
+}
