@@ -1,1 +1,49 @@
-print("todo")
+// liaison-bench: each scenario with its baselines measured in the same run.
+//
+//   swift run -c release liaison-bench [SCENARIO…] [--json]
+//
+// Scenarios: lock.uncontended, lock.handoff, presence.probe (and the informational
+// lock.handoff.async and presence.probe.active, which run with them).
+
+import Foundation
+import Liaison
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "--peer" {
+  try PeerRole.run(arguments[1], Array(arguments.dropFirst(2)))
+}
+
+let families: [(names: [String], run: (SharedContainer) throws -> [ScenarioResult])] = [
+  (["lock.uncontended"], { [try LockScenarios.uncontended($0)] }),
+  (["lock.handoff", "lock.handoff.async"], LockScenarios.handoff),
+  (["presence.probe", "presence.probe.active"], PresenceScenarios.probe),
+]
+let allNames = families.flatMap(\.names)
+
+if arguments.contains("--help") || arguments.contains("-h") {
+  print("usage: liaison-bench [SCENARIO…] [--json]\nscenarios: \(allNames.joined(separator: ", "))")
+  exit(0)
+}
+let json = arguments.contains("--json")
+let wanted = arguments.filter { $0 != "--json" }
+for name in wanted where !allNames.contains(name) {
+  FileHandle.standardError.write(Data("liaison-bench: unknown scenario '\(name)'; known: \(allNames.joined(separator: ", "))\n".utf8))
+  exit(64)
+}
+
+let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("liaison-bench-\(getpid())").path
+defer { try? FileManager.default.removeItem(atPath: directory) }
+let container = try SharedContainer(directory: directory)
+
+var results: [ScenarioResult] = []
+for family in families where wanted.isEmpty || family.names.contains(where: wanted.contains) {
+  for result in try family.run(container) where wanted.isEmpty || wanted.contains(result.measurement.name) {
+    results.append(result)
+    if !json { printText(result) }
+  }
+}
+if json {
+  let encoder = JSONEncoder()
+  encoder.outputFormatting = [.sortedKeys]
+  print(String(decoding: try encoder.encode(Report(results)), as: UTF8.self))
+}
