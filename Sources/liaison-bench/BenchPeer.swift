@@ -55,7 +55,9 @@ func readBytes(_ fd: CInt, _ count: Int) -> [UInt8] {
 }
 
 func encodeTimestamp(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.littleEndian) { Array($0) } }
-func decodeTimestamp(_ bytes: [UInt8]) -> UInt64 { bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) } }
+func decodeTimestamp(_ bytes: [UInt8]) -> UInt64 {
+  bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+}
 
 /// Waits until the kernel lists a blocked `flock` waiter (`->` in `/proc/locks`), so that a
 /// release is measured against a waiter that is really asleep in the kernel. Where

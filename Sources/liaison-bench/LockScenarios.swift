@@ -15,10 +15,12 @@ enum LockScenarios {
     let lock = try container.lock("bench-uncontended")
     let batch = 200
     let floor = Floor.flockPair(path: container.directory + "/floor-flock", batch: batch)
-    let samples = try interleave(samples: 300, [
-      { try timeBatch(batch) { try lock.lock().unlock() } },
-      floor,
-    ])
+    let samples = try interleave(
+      samples: 300,
+      [
+        { try timeBatch(batch) { try lock.lock().unlock() } },
+        floor,
+      ])
     return ScenarioResult(
       measurement: Measurement("lock.uncontended", samples[0]), unit: "ns",
       baselines: [Measurement("floor.flock", samples[1])],
@@ -39,25 +41,27 @@ enum LockScenarios {
       let releasedAt = holder.readTimestamp()
       return Double(Int64(bitPattern: acquiredAt &- releasedAt))
     }
-    let samples = try interleave(samples: 400, [
-      {
-        try sample {
-          let held = try lock.lock()
-          defer { held.unlock() }
-          return now()
-        }
-      },
-      {
-        try sample {
-          try blocking {
-            let held = try await lock.lock(timeout: nil)
+    let samples = try interleave(
+      samples: 400,
+      [
+        {
+          try sample {
+            let held = try lock.lock()
             defer { held.unlock() }
             return now()
           }
-        }
-      },
-      pipe,
-    ])
+        },
+        {
+          try sample {
+            try blocking {
+              let held = try await lock.lock(timeout: nil)
+              defer { held.unlock() }
+              return now()
+            }
+          }
+        },
+        pipe,
+      ])
     let floor = Measurement("floor.pipe-half-rtt", samples[2])
     let seed = Measurement("seed.lockfile-backoff", try seedHandoff(directory: container.directory, samples: 8))
     return [

@@ -14,12 +14,14 @@ enum PresenceScenarios {
     precondition(ready, "the presences are not in the state the scenario needs")
 
     let batch = 200
-    let samples = try interleave(samples: 300, [
-      { try timeBatch(batch) { _ = try idle.isActive } },
-      { try timeBatch(batch) { _ = try active.isActive } },
-      Floor.probe(path: container.directory + "/.liaison/presence/bench-idle", batch: batch),
-      Floor.probe(path: container.directory + "/.liaison/presence/bench-active", batch: batch),
-    ])
+    let samples = try interleave(
+      samples: 300,
+      [
+        { try timeBatch(batch) { _ = try idle.isActive } },
+        { try timeBatch(batch) { _ = try active.isActive } },
+        Floor.probe(path: container.directory + "/.liaison/presence/bench-idle", batch: batch),
+        Floor.probe(path: container.directory + "/.liaison/presence/bench-active", batch: batch),
+      ])
     return [
       ScenarioResult(
         measurement: Measurement("presence.probe", samples[0]), unit: "ns",

@@ -27,7 +27,8 @@ if arguments.contains("--help") || arguments.contains("-h") {
 let json = arguments.contains("--json")
 let wanted = arguments.filter { $0 != "--json" }
 for name in wanted where !allNames.contains(name) {
-  FileHandle.standardError.write(Data("liaison-bench: unknown scenario '\(name)'; known: \(allNames.joined(separator: ", "))\n".utf8))
+  FileHandle.standardError.write(
+    Data("liaison-bench: unknown scenario '\(name)'; known: \(allNames.joined(separator: ", "))\n".utf8))
   exit(64)
 }
 

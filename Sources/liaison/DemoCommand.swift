@@ -45,7 +45,9 @@ struct DemoCommand: AsyncParsableCommand {
     let tokenFile = container.directory + "/token"
     try "v1 expired".write(toFile: tokenFile, atomically: true, encoding: .utf8)
     let roles = ["app", "widget", "keyboard"]
-    let actors = try roles.map { try DemoActor(role: "token-client", container: container, arguments: [$0, tokenFile]) }
+    let actors = try roles.map {
+      try DemoActor(role: "token-client", container: container, arguments: [$0, tokenFile])
+    }
     for actor in actors { try actor.expect("ready") }
     say("all", "app, widget and keyboard need the token and take the \"token-refresh\" lock")
     for actor in actors { actor.send("go") }
@@ -74,7 +76,8 @@ struct DemoCommand: AsyncParsableCommand {
   }
 
   private func makeTemporaryDirectory() throws -> String {
-    var template = Array(URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("liaison-demo-XXXXXX").path.utf8CString)
+    var template = Array(
+      URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("liaison-demo-XXXXXX").path.utf8CString)
     guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
       throw CLIError(LiaisonError(.system, "Could not create a temporary folder for the demo."))
     }

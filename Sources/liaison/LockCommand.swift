@@ -22,7 +22,8 @@ struct LockCommand: AsyncParsableCommand {
   @Flag(help: "Take the lock shared: other shared holders may run at the same time.")
   var shared = false
 
-  @Option(help: ArgumentHelp("Give up after this many seconds (default: wait as long as it takes).", valueName: "seconds"))
+  @Option(
+    help: ArgumentHelp("Give up after this many seconds (default: wait as long as it takes).", valueName: "seconds"))
   var timeout: Double?
 
   @Argument(parsing: .postTerminator, help: ArgumentHelp("The command to run, after --.", valueName: "command"))

@@ -27,7 +27,9 @@ struct HolderReport: Encodable {
     pid = holder.processID
     since = holder.since
     info = holder.info
-    leaseRemainingSeconds = holder.leaseRemaining.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+    leaseRemainingSeconds = holder.leaseRemaining.map {
+      Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18
+    }
   }
 
   var text: String {

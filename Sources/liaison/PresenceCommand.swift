@@ -26,7 +26,9 @@ struct PresenceCommand: AsyncParsableCommand {
     var command: [String] = []
 
     func validate() throws {
-      if command.isEmpty { throw ValidationError("Give the command to run after --, e.g. `liaison presence claim NAME -- ./job`.") }
+      if command.isEmpty {
+        throw ValidationError("Give the command to run after --, e.g. `liaison presence claim NAME -- ./job`.")
+      }
     }
 
     func run() async throws {

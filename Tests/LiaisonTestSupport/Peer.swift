@@ -22,7 +22,8 @@ public final class TemporaryDirectory: @unchecked Sendable {
   public let path: String
 
   public init() {
-    var template = Array(URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("liaison-test-XXXXXX").path.utf8CString)
+    var template = Array(
+      URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("liaison-test-XXXXXX").path.utf8CString)
     let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
     precondition(made != nil, "cannot create a temporary directory")
     path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)

@@ -114,7 +114,8 @@ public final class ProcessLock: Sendable {
   ///   held and the wait's thread has ended.
   public func lock(_ mode: LockMode = .exclusive, timeout: Duration?) async throws -> LockGuard {
     if let timeout, timeout < .zero {
-      throw LiaisonError(.invalidArgument, "The timeout \(timeout) is negative; give zero or more, or nil to wait as long as it takes.")
+      throw LiaisonError(
+        .invalidArgument, "The timeout \(timeout) is negative; give zero or more, or nil to wait as long as it takes.")
     }
     if let held = try tryLock(mode) { return held }
     try Task.checkCancellation()
@@ -122,7 +123,8 @@ public final class ProcessLock: Sendable {
     let wait = InterruptibleWait()
     let deadline: DispatchWorkItem? = timeout.map { timeout in
       let item = DispatchWorkItem { wait.interrupt(.timedOut) }
-      DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: timeout.clampedNanoseconds)), execute: item)
+      DispatchQueue.global().asyncAfter(
+        deadline: .now() + .nanoseconds(Int(clamping: timeout.clampedNanoseconds)), execute: item)
       return item
     }
     let outcome = await withTaskCancellationHandler {
@@ -234,7 +236,9 @@ public final class ProcessLock: Sendable {
     }
   }
 
-  private func finish(_ outcome: WaitOutcome, fd: CInt, mode: LockMode, timeout: Duration?) throws(LiaisonError) -> LockGuard {
+  private func finish(_ outcome: WaitOutcome, fd: CInt, mode: LockMode, timeout: Duration?) throws(LiaisonError)
+    -> LockGuard
+  {
     switch outcome {
     case .acquired:
       return try makeGuard(fd: fd, mode: mode)

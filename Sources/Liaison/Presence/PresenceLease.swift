@@ -55,7 +55,7 @@ public final class PresenceLease: Sendable {
     let found: PresenceRecord.Decoded
     do throws(LiaisonError) {
       found = try presence.lockRecord(fd)
-    } catch where error.code == .alreadyClaimed {
+    } catch  where error.code == .alreadyClaimed {
       throw lost(error.message)
     }
     defer { Syscall.unlock(fd) }
@@ -111,7 +111,7 @@ public final class PresenceLease: Sendable {
   private func heartbeat() {
     do throws(LiaisonError) {
       try renew()
-    } catch where error.code == .leaseLost {
+    } catch  where error.code == .leaseLost {
       let timer = state.withLock { state in
         state.held = false
         return state.heartbeat.take()
