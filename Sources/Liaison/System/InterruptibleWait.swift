@@ -59,16 +59,16 @@ final class InterruptibleWait: Sendable {
   func spawn<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
     InterruptSignal.installHandler()
     return await withCheckedContinuation { continuation in
-      let task: @Sendable () -> Void = {
-        self.state.withLock { $0.thread = pthread_self() }
+      // The thread records itself before it runs `body`, hence before the result can reach the
+      // caller, so `join()` always finds it.
+      ThreadSupport.start {
+        self.state.withLock {
+          $0.thread = pthread_self()
+          $0.spawned = true
+        }
         let result = InterruptSignal.unblocked(body)
         self.state.withLock { $0.finished = true }
         continuation.resume(returning: result)
-      }
-      let thread = ThreadSupport.start(task)
-      state.withLock {
-        $0.thread = thread
-        $0.spawned = true
       }
     }
   }
@@ -152,8 +152,8 @@ enum ThreadSupport {
     init(_ body: @escaping @Sendable () -> Void) { self.body = body }
   }
 
-  /// Starts a joinable thread running `body`.
-  static func start(_ body: @escaping @Sendable () -> Void) -> pthread_t {
+  /// Starts a joinable thread running `body`; the thread finds its own `pthread_self()`.
+  static func start(_ body: @escaping @Sendable () -> Void) {
     let context = Unmanaged.passRetained(Box(body)).toOpaque()
     #if os(Linux)
       var thread = pthread_t()
@@ -164,7 +164,6 @@ enum ThreadSupport {
           return nil
         }, context)
       precondition(result == 0, "Liaison could not start a thread (error \(result)); the process is out of resources.")
-      return thread
     #else
       var thread: pthread_t?
       let result = pthread_create(
@@ -174,7 +173,6 @@ enum ThreadSupport {
           return nil
         }, context)
       precondition(result == 0, "Liaison could not start a thread (error \(result)); the process is out of resources.")
-      return thread!
     #endif
   }
 
