@@ -18,9 +18,11 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
   ],
   targets: [
+    // Linux calls Swift cannot reach directly (variadic syscall, eventfd).
+    .target(name: "CLiaison"),
     .target(
       name: "Liaison",
-      dependencies: [.product(name: "SystemPackage", package: "swift-system")],
+      dependencies: ["CLiaison", .product(name: "SystemPackage", package: "swift-system")],
       swiftSettings: strictSettings
     ),
     .executableTarget(

@@ -136,6 +136,8 @@ func incrementFile(_ path: String) {
     return String(try container.presence(words[1]).isActive)
   case "residue":
     return residue(try container.lock(words[1]))
+  case "suspended-waits":
+    return suspendedWaits(try container.lock(words[1]), count: Int(words[2])!)
   case "suspend":
     container.suspend()
     return "suspended"
@@ -171,6 +173,39 @@ func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
   return result.withLock { $0! }
 }
 
+/// Whether this process has a `flock` wait asleep in the kernel (`->` in /proc/locks).
+@Sendable func blockedInKernel() -> Bool {
+  let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
+  return locks.split(separator: "\n").contains { $0.contains("-> FLOCK") && $0.contains(" \(getpid()) ") }
+}
+
+/// `count` zero-timeout waits refused on a suspended container, then the CPU time this process
+/// uses in the next 300 ms of idling (a refused wait must leave nothing running).
+func suspendedWaits(_ lock: ProcessLock, count: Int) -> String {
+  container.suspend()
+  defer { try? container.resume() }
+  let refused = blocking { () -> Int in
+    var refused = 0
+    for _ in 0..<count {
+      do {
+        _ = try await lock.lock(timeout: .zero)
+      } catch let error as LiaisonError where error.code == .suspended {
+        refused += 1
+      } catch {}
+    }
+    return refused
+  }
+  func cpuMilliseconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000
+      + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000
+  }
+  let before = cpuMilliseconds()
+  usleep(300_000)
+  return "suspended=\(refused) idle-cpu-ms=\(cpuMilliseconds() - before)"
+}
+
 func residue(_ lock: ProcessLock) -> String {
   @Sendable func timedOut() async -> String {
     do {
@@ -182,7 +217,7 @@ func residue(_ lock: ProcessLock) -> String {
       return "other"
     }
   }
-  @Sendable func cancelled(threadsBefore: Int) async -> String {
+  @Sendable func cancelled() async -> String {
     let waiter = Task { () -> String in
       do {
         _ = try await lock.lock(timeout: nil)
@@ -193,18 +228,18 @@ func residue(_ lock: ProcessLock) -> String {
         return "other"
       }
     }
-    // Cancel once the waiting thread exists, so that the blocked wait itself is interrupted.
+    // Cancel once the wait is asleep in the kernel, so that the blocked wait itself is interrupted.
     let deadline = DispatchTime.now() + .seconds(5)
-    while counts().1 <= threadsBefore && DispatchTime.now() < deadline { sched_yield() }
+    while !blockedInKernel() && DispatchTime.now() < deadline { sched_yield() }
     waiter.cancel()
     return await waiter.value
   }
   // Warm up, so that threads the runtime starts lazily exist before counting.
   _ = blocking { await timedOut() }
-  _ = blocking { await cancelled(threadsBefore: counts().1) }
+  _ = blocking { await cancelled() }
   let before = counts()
   let timeoutResult = blocking { await timedOut() }
-  let cancelResult = blocking { await cancelled(threadsBefore: before.1) }
+  let cancelResult = blocking { await cancelled() }
   let after = counts()
   return "\(before.0) \(before.1) \(after.0) \(after.1) timedOut=\(timeoutResult) cancelled=\(cancelResult)"
 }

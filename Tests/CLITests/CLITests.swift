@@ -85,6 +85,8 @@ struct CLITests {
     #expect(try liaison(["lock", "../x", "--", "true"]).status == 64)
     #expect(try liaison(["lock", "x"]).status == 64)
     #expect(try liaison(["presence", "check", ".hidden"]).status == 64)
+    #expect(try liaison(["lock", "x", "--timeout", "1e19", "--", "true"]).status == 64)
+    #expect(try liaison(["lock", "x", "--timeout", "-1", "--", "true"]).status == 64)
   }
 
   @Test func theDemoRunsToTheEndAndExitsZero() throws {

@@ -163,3 +163,9 @@ public func waitUntil(_ what: String, timeout: Double = 30, _ condition: () thro
     sched_yield()
   }
 }
+
+/// Whether the kernel lists a `flock` waiter of process `pid` as blocked (`->` in /proc/locks).
+public func hasBlockedLockWaiter(pid: Int32) throws -> Bool {
+  let locks = try String(contentsOfFile: "/proc/locks", encoding: .utf8)
+  return locks.split(separator: "\n").contains { $0.contains("-> FLOCK") && $0.contains(" \(pid) ") }
+}

@@ -1,6 +1,7 @@
 import Foundation
 import Liaison
 import LiaisonTestSupport
+import Synchronization
 import Testing
 
 @Suite("ProcessLock across processes")
@@ -14,10 +15,7 @@ struct ProcessLockTests {
     let waiter = try Peer(container: directory.path)
     waiter.child.write("waitlock token-refresh \(form)")
     // The kernel lists a blocked flock waiter in /proc/locks with "->": wait for that state.
-    try waitUntil("the waiter blocks on the lock") {
-      let locks = try String(contentsOfFile: "/proc/locks", encoding: .utf8)
-      return locks.split(separator: "\n").contains { $0.contains("-> FLOCK") && $0.contains(" \(waiter.pid) ") }
-    }
+    try waitUntil("the waiter blocks on the lock") { try hasBlockedLockWaiter(pid: waiter.pid) }
     let killedAt = monotonicNanoseconds()
     holder.kill()
     let answer = try waiter.child.readLine()
@@ -102,6 +100,28 @@ struct ProcessLockTests {
     #expect(report[1] == report[3], "threads before \(report[1]), after \(report[3])")
   }
 
+  @Test func waitsRefusedWhileSuspendedLeaveNothingRunning() throws {
+    let holder = try Peer(container: directory.path)
+    try holder.send("lock busy")
+    let peer = try Peer(container: directory.path)
+    // 2,000 zero-timeout waits on a suspended container, then the CPU the peer uses while idle.
+    let report = try peer.send("suspended-waits busy 2000").split(separator: " ")
+    #expect(report[0] == "suspended=2000")
+    let idleCPU = try #require(Double(report[1].dropFirst("idle-cpu-ms=".count)))
+    #expect(idleCPU < 100, "\(idleCPU) ms of CPU in 300 ms of idling")
+  }
+
+  @Test func concurrentListingsSeeEveryLock() throws {
+    let container = try SharedContainer(directory: directory.path)
+    for index in 0..<300 { _ = try container.lock("lock-\(index)").tryLock() }
+    let counts = Mutex<[Int]>([])
+    DispatchQueue.concurrentPerform(iterations: 16) { _ in
+      let count = (try? container.locks().count) ?? -1
+      counts.withLock { $0.append(count) }
+    }
+    #expect(counts.withLock { $0 } == Array(repeating: 300, count: 16))
+  }
+
   @Test func asyncTimeoutThrowsTimedOut() async throws {
     let container = try SharedContainer(directory: directory.path)
     let holder = try Peer(container: directory.path)
@@ -121,7 +141,8 @@ struct ProcessLockTests {
     try peer.send("lock held-there")
 
     let waiter = Task { try await container.lock("held-there").lock(timeout: .seconds(30)) }
-    // The waiter is either blocked in its wait or about to be; suspend ends both.
+    // Suspend once the wait is asleep in the kernel, so that the interruption itself is tested.
+    try waitUntil("the waiter blocks on the lock") { try hasBlockedLockWaiter(pid: getpid()) }
     container.suspend()
     #expect(container.isSuspended)
     await #expect { _ = try await waiter.value } throws: { ($0 as? LiaisonError)?.code == .suspended }

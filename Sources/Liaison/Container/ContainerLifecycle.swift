@@ -35,6 +35,9 @@ final class ContainerLifecycle: Sendable {
 
   private static let registry = Mutex<[Identity: ContainerLifecycle]>([:])
   private let state = Mutex(State())
+  /// Held for the whole of a `suspend()` or `resume()`, so that the two never interleave
+  /// (participants take `state` to leave, so it cannot be that lock).
+  private let transition = Mutex(())
 
   /// The lifecycle of the container whose private folder is `folder`.
   static func shared(for folder: PrivateFolder) throws(LiaisonError) -> ContainerLifecycle {
@@ -70,6 +73,14 @@ final class ContainerLifecycle: Sendable {
   }
 
   func suspend() {
+    transition.withLock { _ in suspendParticipants() }
+  }
+
+  func resume() throws(LiaisonError) {
+    try transition.withLock { _ throws(LiaisonError) in try resumeParticipants() }
+  }
+
+  private func suspendParticipants() {
     let participants = state.withLock { state -> [any SuspensionParticipant] in
       if state.suspended { return [] }
       state.suspended = true
@@ -78,7 +89,7 @@ final class ContainerLifecycle: Sendable {
     for participant in participants { participant.suspend() }
   }
 
-  func resume() throws(LiaisonError) {
+  private func resumeParticipants() throws(LiaisonError) {
     let participants = state.withLock { state -> [any SuspensionParticipant] in
       guard state.suspended else { return [] }
       state.suspended = false

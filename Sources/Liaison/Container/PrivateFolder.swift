@@ -17,10 +17,13 @@ final class PrivateFolder: Sendable {
   let descriptor: CInt
   /// The folder's path, for messages.
   let path: String
+  /// The folder's device and inode, the same in every process whatever path it was opened by.
+  let identity: String
 
-  private init(descriptor: CInt, path: String) {
+  private init(descriptor: CInt, path: String, identity: String) {
     self.descriptor = descriptor
     self.path = path
+    self.identity = identity
   }
 
   deinit { Syscall.close(descriptor) }
@@ -44,17 +47,22 @@ final class PrivateFolder: Sendable {
     case .failure(let error):
       throw LiaisonError.system(error, "open the folder", path: path)
     }
+    let info: stat
     do {
-      try checkOwnership(fd, path: path, kind: "folder", privateMode: 0o700)
+      info = try checkOwnership(fd, path: path, kind: "folder", privateMode: 0o700)
     } catch {
       Syscall.close(fd)
       throw error
     }
-    return PrivateFolder(descriptor: fd, path: path)
+    return PrivateFolder(descriptor: fd, path: path, identity: "\(info.st_dev).\(info.st_ino)")
   }
 
   /// The path of `name` in this folder, for messages.
   func path(of name: String) -> String { path + "/" + name }
+
+  /// The `notify(3)` name that writers of the file `name` ring on Apple platforms, scoped by
+  /// this folder's identity so that two containers never share one.
+  func doorbell(for name: String) -> String { "liaison.\(identity).\(name)" }
 
   /// Opens the file `name` for reading and writing, creating it 0600 if `create` is set.
   ///
@@ -80,7 +88,7 @@ final class PrivateFolder: Sendable {
       throw LiaisonError.system(error, "open", path: filePath)
     }
     do {
-      try Self.checkOwnership(fd, path: filePath, kind: "file", privateMode: 0o600)
+      _ = try Self.checkOwnership(fd, path: filePath, kind: "file", privateMode: 0o600)
     } catch {
       Syscall.close(fd)
       throw error
@@ -90,15 +98,15 @@ final class PrivateFolder: Sendable {
 
   /// The names in this folder that follow the naming rule, sorted. Other entries are skipped.
   func names() throws(LiaisonError) -> [LiaisonName] {
-    // fdopendir takes ownership of the descriptor it is given, so give it a duplicate.
-    let copy = dup(descriptor)
+    // fdopendir takes ownership of the descriptor it is given. A `dup` would share the folder
+    // descriptor's offset with concurrent listings; opening "." gives this listing its own.
+    let copy = retryOnInterrupt { openat(descriptor, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
     guard copy >= 0, let directory = fdopendir(copy) else {
       let error = currentErrno()
       if copy >= 0 { Syscall.close(copy) }
       throw LiaisonError.system(error, "list", path: path)
     }
     defer { closedir(directory) }
-    rewinddir(directory)
     var names: [LiaisonName] = []
     while let entry = readdir(directory) {
       let fileName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
@@ -110,7 +118,10 @@ final class PrivateFolder: Sendable {
   }
 
   /// Refuses anything that is not ours and of the expected type; tightens loose modes.
-  private static func checkOwnership(_ fd: CInt, path: String, kind: String, privateMode: mode_t) throws(LiaisonError) {
+  @discardableResult
+  private static func checkOwnership(_ fd: CInt, path: String, kind: String, privateMode: mode_t) throws(LiaisonError)
+    -> stat
+  {
     let info: stat
     switch Syscall.status(fd) {
     case .success(let status): info = status
@@ -137,5 +148,6 @@ final class PrivateFolder: Sendable {
     if info.st_mode & 0o077 != 0 && fchmod(fd, privateMode) != 0 {
       throw LiaisonError.system(currentErrno(), "restrict the permissions of", path: path)
     }
+    return info
   }
 }

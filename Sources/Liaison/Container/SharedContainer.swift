@@ -31,6 +31,7 @@ public final class SharedContainer: Sendable {
   let root: PrivateFolder
   let lockFolder: PrivateFolder
   let presenceFolder: PrivateFolder
+  let signalFolder: PrivateFolder
   let lifecycle: ContainerLifecycle
 
   /// Opens the container at `directory`, creating the directory (0700) if it does not exist.
@@ -57,6 +58,7 @@ public final class SharedContainer: Sendable {
     root = try PrivateFolder.open(".liaison", in: parent, parentPath: directory)
     lockFolder = try PrivateFolder.open("locks", in: root.descriptor, parentPath: root.path)
     presenceFolder = try PrivateFolder.open("presence", in: root.descriptor, parentPath: root.path)
+    signalFolder = try PrivateFolder.open("signals", in: root.descriptor, parentPath: root.path)
     lifecycle = try ContainerLifecycle.shared(for: root)
   }
 

@@ -71,6 +71,8 @@ public final class ProcessLock: Sendable {
   /// - Throws: ``LiaisonError`` when the lock file cannot be opened or is unsafe, or
   ///   ``LiaisonError/Code/suspended`` while the container is suspended.
   public func tryLock(_ mode: LockMode = .exclusive) throws(LiaisonError) -> LockGuard? {
+    // Checked before locking too, so that a suspended process never takes a lock even briefly.
+    if container.lifecycle.isSuspended { throw Self.suspendedError(name) }
     let fd = try takeDescriptor()
     switch Syscall.lock(fd, mode.operation | LOCK_NB) {
     case .success(true):
@@ -129,7 +131,7 @@ public final class ProcessLock: Sendable {
     }
     let outcome = await withTaskCancellationHandler {
       await waitInterruptibly(wait, fd: fd, mode: mode) {
-        await wait.spawn { Self.blockingLock(fd: fd, mode: mode, wait: wait) }
+        await wait.spawn({ Self.blockingLock(fd: fd, mode: mode, wait: wait) }, unstarted: { .failed($0) })
       }
     } onCancel: {
       wait.interrupt(.cancelled)

@@ -102,7 +102,11 @@ public final class Presence: Sendable {
           case .success(false):
             // Held exclusively: a claim (whose record is complete once written) or a lease
             // being written (read again once its writer is done).
-            if case .holder(let holder) = try readRecord(fd), holder.kind == .claim { return holder }
+            if case .holder(let holder) = try readRecord(fd), holder.kind == .claim,
+              Syscall.processExists(holder.processID)
+            {
+              return holder
+            }
             if SystemClock.bootNanoseconds() > deadline {
               throw LiaisonError(
                 .corruptFile,
@@ -124,10 +128,12 @@ public final class Presence: Sendable {
   /// - Parameter info: a short text for others to read in ``holder`` (at most
   ///   ``maximumInfoLength`` bytes).
   /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another holder has the presence (the
-  ///   message names it); ``LiaisonError/Code/suspended`` while the container is suspended;
+  ///   message names it); ``LiaisonError/Code/timedOut`` when the file stays locked by a process
+  ///   that wrote no record; ``LiaisonError/Code/suspended`` while the container is suspended;
   ///   ``LiaisonError`` when the file cannot be opened or is unsafe.
   public func claim(info: String? = nil) throws(LiaisonError) -> PresenceClaim {
     try Self.validate(info: info)
+    if container.isSuspended { throw ProcessLock.suspendedError(name) }
     let claim = PresenceClaim(presence: self, info: info)
     try claim.acquire()
     guard container.lifecycle.join(claim) else {
@@ -156,6 +162,7 @@ public final class Presence: Sendable {
     guard duration >= .milliseconds(10) else {
       throw LiaisonError(.invalidArgument, "A lease of \(duration) is too short; give at least 10 milliseconds.")
     }
+    if container.isSuspended { throw ProcessLock.suspendedError(name) }
     let lease = PresenceLease(presence: self, duration: duration, info: info)
     try lease.start()
     return lease
@@ -184,6 +191,7 @@ public final class Presence: Sendable {
     if case .failure(let error) = Syscall.replaceContent(fd, with: bytes) {
       throw LiaisonError.system(error, "write", path: path)
     }
+    EventLoop.ring(doorbell)
   }
 
   /// Takes the exclusive lock on the presence file, waiting out the brief holders (probes and
@@ -204,8 +212,9 @@ public final class Presence: Sendable {
         }
         if SystemClock.bootNanoseconds() > deadline {
           throw LiaisonError(
-            .alreadyClaimed,
-            "The presence '\(name)' is held by a process that has not recorded itself yet. Try again.",
+            .timedOut,
+            "The presence '\(name)' stayed locked for 100 ms by a process that wrote no record "
+              + "(a claim being made, or another program locking '\(path)'). Try again.",
             path: path)
         }
         sched_yield()

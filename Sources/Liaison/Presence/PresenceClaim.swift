@@ -10,14 +10,17 @@ import Synchronization
 /// claim is deallocated, or the process dies.
 public final class PresenceClaim: Sendable {
   private struct State {
-    /// The descriptor holding the lock, while held or suspended.
+    /// Open from the first acquisition until release: while held, and while suspended.
     var descriptor: CInt?
     var held = false
+    var released = false
   }
 
   /// The presence claimed.
   public let presence: Presence
   private let info: String?
+  /// Guards the state and every file operation on the descriptor, so that a release, a suspend
+  /// and a resume on different threads never act on a descriptor another has closed.
   private let state = Mutex(State())
 
   init(presence: Presence, info: String?) {
@@ -33,63 +36,63 @@ public final class PresenceClaim: Sendable {
 
   /// Gives the presence up. Calling it again does nothing.
   public func release() {
-    let fd = state.withLock { state -> CInt? in
+    let wasLive = state.withLock { state -> Bool in
+      guard !state.released else { return false }
+      state.released = true
+      if let fd = state.descriptor.take() {
+        // The record is ours to clear only while we hold the lock; once suspended, it may be
+        // another holder's.
+        if state.held {
+          try? presence.writeRecord(fd, nil)
+          // Unlock explicitly: a child being spawned by another thread may hold a copy of this
+          // open file until it execs, and the lock would outlive `close` for that long.
+          Syscall.unlock(fd)
+        }
+        Syscall.close(fd)
+      }
       state.held = false
-      return state.descriptor.take()
+      return true
     }
-    guard let fd else { return }
-    presence.container.lifecycle.leave(self)
-    // Clear the record before unlocking, so that nobody reads a record of a finished holder.
-    try? presence.writeRecord(fd, nil)
-    Syscall.close(fd)  // closing the only descriptor of this open file releases its lock
+    if wasLive { presence.container.lifecycle.leave(self) }
   }
 
-  /// Takes the lock and writes this process's record.
+  /// Takes the lock and writes this process's record. Does nothing once released.
   func acquire() throws(LiaisonError) {
-    let fd = try state.withLock { state throws(LiaisonError) -> CInt in
-      if let fd = state.descriptor { return fd }
-      let fd = try presence.openFile()
+    try state.withLock { state throws(LiaisonError) in
+      guard !state.released, !state.held else { return }
+      let fd: CInt
+      if let open = state.descriptor { fd = open } else { fd = try presence.openFile() }
       state.descriptor = fd
-      return fd
-    }
-    do throws(LiaisonError) {
-      let found = try presence.lockRecord(fd)
-      if case .holder(let holder) = found, holder.isLiveLease(now: SystemClock.bootNanoseconds()) {
-        Syscall.unlock(fd)
-        throw presence.alreadyClaimed(by: holder)
-      }
-      let record = PresenceHolder(
-        kind: .claim, processID: Syscall.processID, since: Date(), info: info)
       do throws(LiaisonError) {
-        try presence.writeRecord(fd, record)
+        let found = try presence.lockRecord(fd)
+        if case .holder(let holder) = found, holder.isLiveLease(now: SystemClock.bootNanoseconds()) {
+          throw presence.alreadyClaimed(by: holder)
+        }
+        try presence.writeRecord(
+          fd, PresenceHolder(kind: .claim, processID: Syscall.processID, since: Date(), info: info))
+        state.held = true
       } catch {
-        Syscall.unlock(fd)
+        state.descriptor = nil
+        Syscall.unlock(fd)  // if `lockRecord` took it
+        Syscall.close(fd)
         throw error
       }
-      state.withLock { $0.held = true }
-    } catch {
-      state.withLock { state in
-        if let fd = state.descriptor.take() { Syscall.close(fd) }
-      }
-      throw error
     }
   }
 }
 
 extension PresenceClaim: SuspensionParticipant {
   func suspend() {
-    let fd = state.withLock { state -> CInt? in
-      guard state.held else { return nil }
+    state.withLock { state in
+      guard state.held, let fd = state.descriptor else { return }
+      try? presence.writeRecord(fd, nil)
+      Syscall.unlock(fd)
       state.held = false
-      return state.descriptor
     }
-    guard let fd else { return }
-    try? presence.writeRecord(fd, nil)
-    Syscall.unlock(fd)
   }
 
   func resume() throws(LiaisonError) {
-    let wasSuspended = state.withLock { !$0.held && $0.descriptor != nil }
+    let wasSuspended = state.withLock { !$0.released && !$0.held && $0.descriptor != nil }
     guard wasSuspended else { return }
     do throws(LiaisonError) {
       try acquire()

@@ -43,48 +43,49 @@ public final class PresenceLease: Sendable {
   /// Renews the lease now, for another ``duration``. The heartbeat does this by itself; call it
   /// when you know the process is about to go quiet.
   ///
-  /// - Throws: ``LiaisonError/Code/leaseLost`` when another holder took the presence after this
-  ///   lease lapsed.
+  /// - Throws: ``LiaisonError/Code/leaseLost`` when the lease was released, or when another
+  ///   holder took the presence after this lease lapsed; other errors when the file cannot be
+  ///   read or written (the lease stays as it was and may lapse).
   public func renew() throws(LiaisonError) {
-    let fd = try state.withLock { state throws(LiaisonError) -> CInt in
+    try state.withLock { state throws(LiaisonError) in
       guard let fd = state.descriptor else {
         throw LiaisonError(.leaseLost, "The lease on '\(presence.name)' was released; lease the presence again.")
       }
-      return fd
-    }
-    let found: PresenceRecord.Decoded
-    do throws(LiaisonError) {
-      found = try presence.lockRecord(fd)
-    } catch  where error.code == .alreadyClaimed {
-      throw lost(error.message)
-    }
-    defer { Syscall.unlock(fd) }
-    if case .holder(let holder) = found, holder.leaseToken != token,
-      holder.isLiveLease(now: SystemClock.bootNanoseconds())
-    {
-      throw lost("It is held by \(holder).")
-    }
-    let expiry = SystemClock.bootNanoseconds() + duration.clampedNanoseconds
-    try presence.writeRecord(fd, record.renewed(until: expiry))
-    state.withLock {
-      $0.expiry = expiry
-      $0.held = true
+      let found: PresenceRecord.Decoded
+      do throws(LiaisonError) {
+        found = try presence.lockRecord(fd)
+      } catch  where error.code == .alreadyClaimed {
+        state.held = false
+        throw lost(error.message)
+      }
+      defer { Syscall.unlock(fd) }
+      if case .holder(let holder) = found, holder.leaseToken != token,
+        holder.isLiveLease(now: SystemClock.bootNanoseconds())
+      {
+        state.held = false
+        throw lost("It is held by \(holder).")
+      }
+      let expiry = SystemClock.bootNanoseconds() + duration.clampedNanoseconds
+      try presence.writeRecord(fd, record.renewed(until: expiry))
+      state.expiry = expiry
+      state.held = true
     }
   }
 
   /// Gives the lease up at once (it does not wait to lapse). Calling it again does nothing.
   public func release() {
-    let (fd, timer) = state.withLock { state in
+    let timer = state.withLock { state -> DispatchSourceTimer? in
       state.held = false
-      defer { state.heartbeat = nil }
-      return (state.descriptor.take(), state.heartbeat)
+      if let fd = state.descriptor.take() {
+        if case .holder(let holder) = try? presence.lockRecord(fd), holder.leaseToken == token {
+          try? presence.writeRecord(fd, nil)
+        }
+        Syscall.unlock(fd)  // explicitly: see PresenceClaim.release()
+        Syscall.close(fd)
+      }
+      return state.heartbeat.take()
     }
     timer?.cancel()
-    guard let fd else { return }
-    if case .holder(let holder) = try? presence.lockRecord(fd), holder.leaseToken == token {
-      try? presence.writeRecord(fd, nil)
-    }
-    Syscall.close(fd)
   }
 
   /// Takes the lease and starts the heartbeat.
@@ -95,8 +96,9 @@ public final class PresenceLease: Sendable {
       try renew()
     } catch {
       release()
-      // The first renewal failing means somebody else holds the presence.
-      throw LiaisonError(.alreadyClaimed, error.message, path: presence.path)
+      // A first renewal that finds another holder means the presence is taken.
+      if error.code == .leaseLost { throw LiaisonError(.alreadyClaimed, error.message, path: presence.path) }
+      throw error
     }
     let interval = DispatchTimeInterval.nanoseconds(Int(clamping: duration.clampedNanoseconds / 3))
     state.withLock { state in
@@ -109,22 +111,19 @@ public final class PresenceLease: Sendable {
   }
 
   private func heartbeat() {
+    // A suspended process takes no lock, not even for a moment.
+    guard !presence.container.isSuspended else { return }
     do throws(LiaisonError) {
       try renew()
     } catch  where error.code == .leaseLost {
-      let timer = state.withLock { state in
-        state.held = false
-        return state.heartbeat.take()
-      }
-      timer?.cancel()
+      state.withLock { $0.heartbeat.take() }?.cancel()
     } catch {
-      // A passing failure (the disk, say): the next beat tries again; the lease may lapse.
+      // A passing failure (the disk, a busy file): the next beat tries again; the lease may lapse.
     }
   }
 
   private func lost(_ reason: String) -> LiaisonError {
-    state.withLock { $0.held = false }
-    return LiaisonError(
+    LiaisonError(
       .leaseLost,
       "The lease on '\(presence.name)' lapsed and another holder took the presence. \(reason)",
       path: presence.path)

@@ -1,5 +1,6 @@
 import Dispatch
 import Synchronization
+import SystemPackage
 
 #if canImport(Glibc)
   import Glibc
@@ -35,11 +36,14 @@ final class InterruptibleWait: Sendable {
   var interruption: Reason? { state.withLock { $0.reason } }
 
   /// Asks the wait to stop. The first reason given wins; later calls do nothing.
+  ///
+  /// A wait whose thread has not started yet only records the reason: the thread checks it
+  /// before it blocks. Signals are sent only to a thread that is running the wait.
   func interrupt(_ reason: Reason) {
     let shouldSignal = state.withLock { state -> Bool in
       guard !state.finished, state.reason == nil else { return false }
       state.reason = reason
-      return true
+      return state.thread != nil
     }
     if shouldSignal { signalUntilFinished() }
   }
@@ -47,21 +51,26 @@ final class InterruptibleWait: Sendable {
   /// Runs `body` on the calling thread, interruptibly.
   func run<T>(_ body: () -> T) -> T {
     InterruptSignal.installHandler()
+    // A reason set before this line is seen by the body before it blocks; one set after is
+    // signalled.
     state.withLock { $0.thread = pthread_self() }
     let result = InterruptSignal.unblocked(body)
     state.withLock { $0.finished = true }
     return result
   }
 
-  /// Runs `body` on a new thread of its own and returns its result; ``join()`` must follow.
+  /// Runs `body` on a new thread of its own and returns its result, or `unstarted(errno)` when
+  /// no thread could be started; ``join()`` must follow.
   ///
   /// The thread is not one of Swift's cooperative pool, so the pool never blocks on a lock.
-  func spawn<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+  func spawn<T: Sendable>(
+    _ body: @escaping @Sendable () -> T, unstarted: @escaping @Sendable (Errno) -> T
+  ) async -> T {
     InterruptSignal.installHandler()
     return await withCheckedContinuation { continuation in
       // The thread records itself before it runs `body`, hence before the result can reach the
       // caller, so `join()` always finds it.
-      ThreadSupport.start {
+      let started = ThreadSupport.start {
         self.state.withLock {
           $0.thread = pthread_self()
           $0.spawned = true
@@ -69,6 +78,10 @@ final class InterruptibleWait: Sendable {
         let result = InterruptSignal.unblocked(body)
         self.state.withLock { $0.finished = true }
         continuation.resume(returning: result)
+      }
+      if case .failure(let error) = started {
+        state.withLock { $0.finished = true }
+        continuation.resume(returning: unstarted(error))
       }
     }
   }
@@ -152,8 +165,10 @@ enum ThreadSupport {
     init(_ body: @escaping @Sendable () -> Void) { self.body = body }
   }
 
-  /// Starts a joinable thread running `body`; the thread finds its own `pthread_self()`.
-  static func start(_ body: @escaping @Sendable () -> Void) {
+  /// Starts a joinable thread running `body`; fails when the system has no thread to give
+  /// (`EAGAIN` under a process or thread limit).
+  @discardableResult
+  static func start(_ body: @escaping @Sendable () -> Void) -> Result<pthread_t, Errno> {
     let context = Unmanaged.passRetained(Box(body)).toOpaque()
     #if os(Linux)
       var thread = pthread_t()
@@ -163,7 +178,11 @@ enum ThreadSupport {
           Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
           return nil
         }, context)
-      precondition(result == 0, "Liaison could not start a thread (error \(result)); the process is out of resources.")
+      guard result == 0 else {
+        Unmanaged<Box>.fromOpaque(context).release()
+        return .failure(Errno(rawValue: result))
+      }
+      return .success(thread)
     #else
       var thread: pthread_t?
       let result = pthread_create(
@@ -172,7 +191,11 @@ enum ThreadSupport {
           Unmanaged<Box>.fromOpaque(context).takeRetainedValue().body()
           return nil
         }, context)
-      precondition(result == 0, "Liaison could not start a thread (error \(result)); the process is out of resources.")
+      guard result == 0, let thread else {
+        Unmanaged<Box>.fromOpaque(context).release()
+        return .failure(Errno(rawValue: result))
+      }
+      return .success(thread)
     #endif
   }
 

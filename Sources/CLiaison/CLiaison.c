@@ -1,0 +1,1 @@
+// The declarations are in include/CLiaison.h; SwiftPM needs one source file per C target.

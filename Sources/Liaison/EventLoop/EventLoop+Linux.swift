@@ -1,0 +1,260 @@
+#if os(Linux)
+  import CLiaison
+  import Glibc
+  import Synchronization
+
+  /// The one thread per process that waits for every file change, process exit and deadline
+  /// Liaison watches, however many signals, presences and observers there are.
+  ///
+  /// Files are watched with `inotify` (a write to a signal's or presence's file is its own
+  /// doorbell), processes with `pidfd_open` (readable once the process has exited and its
+  /// descriptors are closed), deadlines with `poll`'s timeout, and an `eventfd` wakes the loop when
+  /// registrations change. The thread starts with the first registration and ends, closing its
+  /// descriptors, when the last one is cancelled; the canceller joins it, so that the process's
+  /// thread and descriptor counts return to what they were.
+  ///
+  /// Handlers run on the loop's thread, outside its lock, and must return quickly.
+  enum EventLoop {
+    /// Registers `handler` for `target`.
+    static func watch(_ target: WatchTarget, _ handler: @escaping @Sendable () -> Void) throws(LiaisonError)
+      -> EventRegistration
+    {
+      let (instance, id) = try state.withLock { state throws(LiaisonError) -> (LoopInstance, UInt64) in
+        if state.current == nil { state.current = try LoopInstance.start() }
+        let instance = state.current!
+        let id = try instance.add(target, handler)
+        return (instance, id)
+      }
+      return EventRegistration { EventLoop.cancel(id, in: instance) }
+    }
+
+    /// Writes on Linux notify by themselves; nothing to ring.
+    static func ring(_ doorbell: String) {}
+
+    // MARK: - Internals
+
+    struct State {
+      var current: LoopInstance?
+    }
+
+    /// One lock for the registry and every instance's tables.
+    static let state = Mutex(State())
+
+    private static func cancel(_ id: UInt64, in instance: LoopInstance) {
+      let threadToJoin = state.withLock { state -> pthread_t? in
+        guard instance.remove(id), instance.isEmpty else { return nil }
+        // The last registration: this instance ends. A later registration starts a new one.
+        if state.current === instance { state.current = nil }
+        return instance.stop()
+      }
+      guard let thread = threadToJoin else { return }
+      if pthread_equal(thread, pthread_self()) != 0 {
+        pthread_detach(thread)  // cancelled from one of its own handlers: it ends after them
+      } else {
+        ThreadSupport.join(thread)
+      }
+    }
+  }
+
+  /// One generation of the loop: its thread, its descriptors and its tables, all guarded by
+  /// `EventLoop.state`'s lock.
+  final class LoopInstance: @unchecked Sendable {
+    private enum Kind {
+      case file(watch: Int32)
+      case process(pidfd: CInt)
+      case deadline(UInt64)
+    }
+
+    private struct Entry {
+      let kind: Kind
+      let handler: @Sendable () -> Void
+    }
+
+    private let inotify: CInt
+    private let wake: CInt
+    private var thread: pthread_t?
+    private var entries: [UInt64: Entry] = [:]
+    private var idsByWatch: [Int32: Set<UInt64>] = [:]
+    /// Descriptors of cancelled process watches, closed by the loop thread (never while it polls
+    /// them).
+    private var toClose: [CInt] = []
+    private var stopped = false
+    private var nextID: UInt64 = 0
+
+    private init(inotify: CInt, wake: CInt) {
+      self.inotify = inotify
+      self.wake = wake
+    }
+
+    var isEmpty: Bool { entries.isEmpty }
+
+    static func start() throws(LiaisonError) -> LoopInstance {
+      let inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+      guard inotify >= 0 else {
+        throw LiaisonError(
+          .system, "Could not start watching files (inotify_init1). Raise fs.inotify.max_user_instances.",
+          errno: currentErrno())
+      }
+      let wake = cliaison_eventfd()
+      guard wake >= 0 else {
+        let error = currentErrno()
+        Syscall.close(inotify)
+        throw LiaisonError(.system, "Could not create the event loop's eventfd.", errno: error)
+      }
+      let instance = LoopInstance(inotify: inotify, wake: wake)
+      switch ThreadSupport.start({ instance.run() }) {
+      case .success(let thread):
+        instance.thread = thread
+        return instance
+      case .failure(let error):
+        Syscall.close(inotify)
+        Syscall.close(wake)
+        throw LiaisonError(
+          .system, "Could not start the thread that watches the container; the process has too many threads.",
+          errno: error)
+      }
+    }
+
+    func add(_ target: WatchTarget, _ handler: @escaping @Sendable () -> Void) throws(LiaisonError) -> UInt64 {
+      nextID += 1
+      let id = nextID
+      switch target {
+      case .file(let descriptor, _):
+        // Watch the very inode this descriptor has open: its /proc link cannot be swapped.
+        let mask = UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE)
+        let watch = inotify_add_watch(inotify, "/proc/self/fd/\(descriptor)", mask)
+        guard watch >= 0 else {
+          throw LiaisonError(
+            .system,
+            "Could not watch a file of the container (inotify_add_watch). Raise fs.inotify.max_user_watches.",
+            errno: currentErrno())
+        }
+        idsByWatch[watch, default: []].insert(id)
+        entries[id] = Entry(kind: .file(watch: watch), handler: handler)
+      case .processExit(let pid):
+        let pidfd = cliaison_pidfd_open(pid)
+        if pidfd >= 0 {
+          entries[id] = Entry(kind: .process(pidfd: pidfd), handler: handler)
+        } else {
+          entries[id] = Entry(kind: .deadline(0), handler: handler)  // already gone: fire at once
+        }
+      case .deadline(let deadline):
+        entries[id] = Entry(kind: .deadline(deadline), handler: handler)
+      }
+      poke()
+      return id
+    }
+
+    /// Removes a registration; returns whether it was there.
+    func remove(_ id: UInt64) -> Bool {
+      guard let entry = entries.removeValue(forKey: id) else { return false }
+      switch entry.kind {
+      case .file(let watch):
+        idsByWatch[watch]?.remove(id)
+        if idsByWatch[watch]?.isEmpty == true {
+          idsByWatch[watch] = nil
+          inotify_rm_watch(inotify, watch)
+        }
+      case .process(let pidfd):
+        toClose.append(pidfd)
+        poke()
+      case .deadline:
+        poke()
+      }
+      return true
+    }
+
+    /// Asks the thread to end; returns it for joining.
+    func stop() -> pthread_t? {
+      stopped = true
+      poke()
+      return thread
+    }
+
+    private func poke() {
+      var one: UInt64 = 1
+      _ = write(wake, &one, 8)
+    }
+
+    // MARK: The thread
+
+    private func run() {
+      var buffer = [UInt8](repeating: 0, count: 4096)
+      while true {
+        // What to poll, under the lock.
+        let plan = EventLoop.state.withLock { _ -> (fds: [pollfd], ids: [UInt64], timeout: Int32)? in
+          for fd in toClose { Syscall.close(fd) }
+          toClose.removeAll()
+          if stopped { return nil }
+          var fds = [
+            pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
+          ]
+          var ids: [UInt64] = [0, 0]
+          var nearest = UInt64.max
+          for (id, entry) in entries {
+            switch entry.kind {
+            case .process(let pidfd):
+              fds.append(pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0))
+              ids.append(id)
+            case .deadline(let deadline): nearest = min(nearest, deadline)
+            case .file: break
+            }
+          }
+          var timeout: Int32 = -1
+          if nearest != .max {
+            let now = SystemClock.bootNanoseconds()
+            timeout = nearest <= now ? 0 : Int32(clamping: (nearest - now + 999_999) / 1_000_000)
+          }
+          return (fds, ids, timeout)
+        }
+        guard let plan else { break }
+        var fds = plan.fds
+        let ids = plan.ids
+        _ = poll(&fds, nfds_t(fds.count), plan.timeout)
+
+        let due = EventLoop.state.withLock { _ -> [@Sendable () -> Void] in
+          var fired = Set<UInt64>()
+          if fds[1].revents != 0 {
+            var value: UInt64 = 0
+            _ = read(wake, &value, 8)
+          }
+          if fds[0].revents != 0 {
+            while true {
+              let count = read(inotify, &buffer, buffer.count)
+              if count <= 0 { break }
+              var offset = 0
+              while offset + 16 <= count {
+                let watch = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: Int32.self) }
+                let nameLength = buffer.withUnsafeBytes {
+                  $0.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)
+                }
+                fired.formUnion(idsByWatch[watch] ?? [])
+                offset += 16 + Int(nameLength)
+              }
+            }
+          }
+          for (index, poller) in fds.enumerated().dropFirst(2) where poller.revents != 0 {
+            fired.insert(ids[index])
+          }
+          let now = SystemClock.bootNanoseconds()
+          for (id, entry) in entries {
+            if case .deadline(let deadline) = entry.kind, deadline <= now { fired.insert(id) }
+          }
+          var handlers: [@Sendable () -> Void] = []
+          for id in fired {
+            guard let entry = entries[id] else { continue }
+            handlers.append(entry.handler)
+            switch entry.kind {
+            case .file: break
+            case .process, .deadline: _ = remove(id)  // one-shot
+            }
+          }
+          return handlers
+        }
+        for handler in due { handler() }
+      }
+      Syscall.close(inotify)
+      Syscall.close(wake)
+    }
+  }
+#endif

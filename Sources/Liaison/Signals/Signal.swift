@@ -1,0 +1,226 @@
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A named doorbell with a 64-bit state: "something changed, tell the others."
+///
+/// ```swift
+/// // In the extension, after saving:
+/// try container.signal("notes-changed").post(state: revision)
+///
+/// // In the app:
+/// for await note in try container.signal("notes-changed").notifications() {
+///   reload(from: note.state)
+/// }
+/// ```
+///
+/// The semantics are those of `notify(3)`: notifications for one name may **coalesce**, so an
+/// observer learns that at least one post happened, not how many; an observer subscribed before a
+/// post receives at least one notification after it, and the state it reads then is at least as
+/// new as that post's. Use the state for a small value (a revision, a timestamp); use a store for
+/// anything larger.
+///
+/// On Linux a signal is a 32-byte file in the container (sequence, state, last poster), and the
+/// write of a post is itself the wake-up: every process watching the file with `inotify` is woken
+/// by the kernel. There is no daemon and no registration a crashed process could leave behind, and
+/// a post costs the same however many processes observe. Each process watches all its signals and
+/// presences from one thread of its own. On Apple platforms a post also rings a `notify(3)` name
+/// scoped by the container.
+public final class Signal: Sendable {
+  /// The signal's name.
+  public let name: LiaisonName
+  let file: SignalFile
+
+  init(name: LiaisonName, container: SharedContainer) throws(LiaisonError) {
+    self.name = name
+    self.file = try SignalFile(name: name, folder: container.signalFolder)
+  }
+
+  /// Notifies every observer, keeping the state as it is.
+  public func post() throws(LiaisonError) {
+    try file.update { $0 }
+  }
+
+  /// Sets the state and notifies every observer.
+  public func post(state: UInt64) throws(LiaisonError) {
+    try file.update { _ in state }
+  }
+
+  /// The state, as last set by a post or ``setState(_:)``; 0 for a signal never posted.
+  public var state: UInt64 {
+    get throws(LiaisonError) { try file.read().state }
+  }
+
+  /// Sets the state without notifying anybody (`notify_set_state` without `notify_post`).
+  public func setState(_ state: UInt64) throws(LiaisonError) {
+    try file.update(notify: false) { _ in state }
+  }
+
+  /// The notifications of this signal, from now on, as an `AsyncSequence`.
+  ///
+  /// The subscription starts when this method returns, so a post made after that is seen by the
+  /// sequence even if iteration starts later. Notifications coalesce: the sequence holds at most
+  /// one undelivered notification, always the newest, so a slow consumer never makes it grow.
+  /// Ending the iteration (cancel the task, `break`) or releasing the sequence ends the watch.
+  ///
+  /// - Parameter ignoringOwnPosts: skip notifications whose every post came from this process.
+  public func notifications(ignoringOwnPosts: Bool = false) throws(LiaisonError) -> SignalNotifications {
+    try SignalNotifications(signal: self, ignoringOwnPosts: ignoringOwnPosts)
+  }
+}
+
+/// One delivery of a ``Signal``: at least one post happened since the previous one.
+public struct SignalNotification: Sendable, Hashable {
+  /// The signal's name.
+  public let name: LiaisonName
+  /// The signal's state, read when the notification was delivered.
+  public let state: UInt64
+  /// How many posts the signal has had in all, read with `state`; grows by one per post.
+  public let sequence: UInt64
+}
+
+extension SharedContainer {
+  /// The signal called `name`, creating its file if needed.
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidName`` when `name` breaks the naming rule;
+  ///   ``LiaisonError/Code/unsafeFile`` when something other than Liaison's file stands there.
+  public func signal(_ name: String) throws(LiaisonError) -> Signal {
+    try Signal(name: try LiaisonName(name), container: self)
+  }
+
+  /// Every signal in the container, by name.
+  public func signals() throws(LiaisonError) -> [Signal] {
+    try signalFolder.names().map { name throws(LiaisonError) in try Signal(name: name, container: self) }
+  }
+}
+
+/// A signal's file: 32 bytes, read and written under a brief `flock`.
+///
+/// ```
+/// offset 0   "LSG1"            magic
+///        4   Int32             pid of the last poster
+///        8   UInt64 (LE)       sequence: posts so far
+///       16   UInt64 (LE)       state
+///       24   8 bytes           zero
+/// ```
+///
+/// An empty file is a signal never posted (sequence 0, state 0). Any other content is corrupt.
+/// Plain `pread`/`pwrite`, not `mmap`: a file truncated by another process then reads as an error
+/// instead of raising `SIGBUS` in every observer.
+final class SignalFile: Sendable {
+  static let size = 32
+  static let magic: [UInt8] = Array("LSG1".utf8)
+
+  struct Record: Equatable {
+    var sequence: UInt64 = 0
+    var state: UInt64 = 0
+    var poster: Int32 = 0
+  }
+
+  let name: LiaisonName
+  let descriptor: CInt
+  let path: String
+  let doorbell: String
+  let key: FileKey
+
+  init(name: LiaisonName, folder: PrivateFolder) throws(LiaisonError) {
+    self.name = name
+    descriptor = try folder.openFile(name.rawValue, create: true)!
+    path = folder.path(of: name.rawValue)
+    doorbell = folder.doorbell(for: "signals." + name.rawValue)
+    switch Syscall.status(descriptor) {
+    case .success(let info): key = FileKey(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    case .failure(let error):
+      Syscall.close(descriptor)
+      throw LiaisonError.system(error, "inspect", path: path)
+    }
+  }
+
+  deinit { Syscall.close(descriptor) }
+
+  /// Reads the record under a shared lock.
+  func read() throws(LiaisonError) -> Record {
+    try locked(LOCK_SH) { () throws(LiaisonError) in try decode() }
+  }
+
+  /// Increments the sequence and replaces the state with `newState(old)`, under an exclusive
+  /// lock; then rings the doorbell where writes do not ring by themselves. With `notify: false`
+  /// only the state changes.
+  func update(notify: Bool = true, _ newState: (UInt64) -> UInt64) throws(LiaisonError) {
+    try locked(LOCK_EX) { () throws(LiaisonError) in
+      var record = try decode()
+      record.state = newState(record.state)
+      if notify {
+        record.sequence &+= 1
+        record.poster = Syscall.processID
+        // Noted before the write can wake anybody, so that observers in this process that ignore
+        // their own posts recognise it.
+        SignalHub.shared.noteOwnPost(key, sequence: record.sequence)
+      }
+      if case .failure(let error) = Syscall.replaceContent(descriptor, with: Self.encode(record)) {
+        throw LiaisonError.system(error, "write", path: path)
+      }
+    }
+    if notify { EventLoop.ring(doorbell) }
+  }
+
+  static func encode(_ record: Record) -> [UInt8] {
+    var bytes = magic
+    withUnsafeBytes(of: record.poster.littleEndian) { bytes += $0 }
+    withUnsafeBytes(of: record.sequence.littleEndian) { bytes += $0 }
+    withUnsafeBytes(of: record.state.littleEndian) { bytes += $0 }
+    bytes += [UInt8](repeating: 0, count: 8)
+    return bytes
+  }
+
+  /// Decodes a signal file's bytes; `nil` when they are not a signal record.
+  static func decode(_ bytes: [UInt8]) -> Record? {
+    if bytes.isEmpty { return Record() }
+    guard bytes.count == size, Array(bytes[0..<4]) == magic else { return nil }
+    return bytes.withUnsafeBytes { raw in
+      Record(
+        sequence: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
+        state: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self)),
+        poster: Int32(littleEndian: raw.loadUnaligned(fromByteOffset: 4, as: Int32.self)))
+    }
+  }
+
+  private func decode() throws(LiaisonError) -> Record {
+    let bytes: [UInt8]
+    switch Syscall.read(descriptor, count: Self.size + 1) {
+    case .success(let read): bytes = read
+    case .failure(let error): throw LiaisonError.system(error, "read", path: path)
+    }
+    guard let record = Self.decode(bytes) else {
+      throw LiaisonError(
+        .corruptFile,
+        "The signal file '\(path)' is not a signal record (\(bytes.count) bytes). It holds only the "
+          + "signal's last state: remove it and the signal starts again from 0.",
+        path: path)
+    }
+    return record
+  }
+
+  private func locked<T>(_ operation: CInt, _ body: () throws(LiaisonError) -> T) throws(LiaisonError) -> T {
+    while true {
+      switch Syscall.lock(descriptor, operation) {
+      case .success: break
+      case .failure(.interrupted): continue
+      case .failure(let error): throw LiaisonError.system(error, "lock", path: path)
+      }
+      break
+    }
+    defer { Syscall.unlock(descriptor) }
+    return try body()
+  }
+}
+
+/// A file's identity: the same in every process, whatever path or descriptor reached it.
+struct FileKey: Hashable, Sendable {
+  let device: UInt64
+  let inode: UInt64
+}

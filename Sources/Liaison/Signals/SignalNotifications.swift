@@ -1,0 +1,106 @@
+import Dispatch
+import Synchronization
+
+/// The notifications of a ``Signal``, from ``Signal/notifications(ignoringOwnPosts:)``.
+///
+/// An `AsyncSequence` for one consumer. It holds at most one undelivered notification (the
+/// newest), never ends by itself, and ends its watch when the consuming task is cancelled, the
+/// loop breaks, or the sequence and its iterator are released.
+public struct SignalNotifications: AsyncSequence, Sendable {
+  public typealias Element = SignalNotification
+
+  private let stream: AsyncStream<SignalNotification>
+  private let subscription: Subscription
+
+  init(signal: Signal, ignoringOwnPosts: Bool) throws(LiaisonError) {
+    let (stream, continuation) = AsyncStream.makeStream(
+      of: SignalNotification.self, bufferingPolicy: .bufferingNewest(1))
+    let id = try SignalHub.shared.subscribe(signal.file, ignoringOwnPosts: ignoringOwnPosts) {
+      continuation.yield($0)
+    }
+    let subscription = Subscription(key: signal.file.key, id: id)
+    continuation.onTermination = { _ in subscription.cancel() }
+    self.stream = stream
+    self.subscription = subscription
+  }
+
+  public func makeAsyncIterator() -> AsyncIterator {
+    AsyncIterator(base: stream.makeAsyncIterator(), subscription: subscription)
+  }
+
+  public struct AsyncIterator: AsyncIteratorProtocol {
+    var base: AsyncStream<SignalNotification>.Iterator
+    let subscription: Subscription
+
+    public mutating func next() async -> SignalNotification? {
+      await base.next()
+    }
+
+    public mutating func next(isolation actor: isolated (any Actor)?) async -> SignalNotification? {
+      await base.next(isolation: actor)
+    }
+  }
+
+  /// Ends the watch when cancelled or released.
+  final class Subscription: Sendable {
+    private let key: FileKey
+    private let id: Atomic<UInt64>
+
+    init(key: FileKey, id: UInt64) {
+      self.key = key
+      self.id = Atomic(id)
+    }
+
+    deinit { cancel() }
+
+    func cancel() {
+      let id = id.exchange(0, ordering: .acquiringAndReleasing)
+      if id != 0 { SignalHub.shared.unsubscribe(key, id: id) }
+    }
+  }
+}
+
+extension Signal {
+  /// Calls `handler` on `queue` for each notification, until the returned observation is
+  /// cancelled or released: the form for code that is not `async` (UIKit, AppKit, callbacks).
+  ///
+  /// Notifications coalesce as for ``notifications(ignoringOwnPosts:)``: while a call is pending
+  /// on `queue`, further posts only update what it will deliver.
+  ///
+  /// ```swift
+  /// let observation = try signal.observe(on: .main) { note in refresh(note.state) }
+  /// // … later, or by releasing it:
+  /// observation.cancel()
+  /// ```
+  public func observe(
+    on queue: DispatchQueue, ignoringOwnPosts: Bool = false,
+    _ handler: @escaping @Sendable (SignalNotification) -> Void
+  ) throws(LiaisonError) -> SignalObservation {
+    let pending = Mutex<SignalNotification?>(nil)
+    let id = try SignalHub.shared.subscribe(file, ignoringOwnPosts: ignoringOwnPosts) { notification in
+      let wasIdle = pending.withLock { pending -> Bool in
+        defer { pending = notification }
+        return pending == nil
+      }
+      guard wasIdle else { return }
+      queue.async {
+        if let latest = pending.withLock({ $0.take() }) { handler(latest) }
+      }
+    }
+    return SignalObservation(subscription: .init(key: file.key, id: id))
+  }
+}
+
+/// A running ``Signal/observe(on:ignoringOwnPosts:_:)``: cancel it, or release it, to stop.
+public final class SignalObservation: Sendable {
+  private let subscription: SignalNotifications.Subscription
+
+  init(subscription: SignalNotifications.Subscription) {
+    self.subscription = subscription
+  }
+
+  /// Stops the observation. A call already queued may still run once.
+  public func cancel() {
+    subscription.cancel()
+  }
+}
