@@ -17,6 +17,19 @@
 //   lease NAME MILLISECONDS [INFO…]                        → ok leased
 //   active NAME                                            → ok true | ok false
 //   suspend | resume                                       → ok suspended | ok resumed
+//   post NAME [STATE]                                      → ok posted
+//   burst NAME COUNT            posts states 1…COUNT       → ok posted
+//   observe NAME [ignore-own]   starts observing a signal  → ok observing
+//   observe-many PREFIX COUNT   observes PREFIX-0…PREFIX-(COUNT-1)
+//   unobserve NAME                                         → ok unobserved
+//   next [MILLISECONDS]         the next notification received, oldest first
+//                                              → ok NAME STATE SEQUENCE | ok none
+//   watch-presence NAME         starts observing presence changes → ok watching
+//   next-change [MILLISECONDS]  → ok claimed PID WHEN | ok released WHEN | ok none
+//                               (WHEN: monotonic ns at which the change was received)
+//   signal-residue NAME         an async sequence and a callback observation started and ended,
+//                               with descriptor and thread counts → ok FDS THREADS FDS THREADS
+//   counts                      → ok DESCRIPTORS THREADS
 //   residue NAME    with NAME held elsewhere: a timed-out async wait and a cancelled one, with
 //                   this process's descriptor and thread counts before and after
 //                                     → ok FDS THREADS FDS THREADS timedOut=CODE cancelled=TYPE
@@ -52,6 +65,28 @@ do {
 }
 
 var guards: [String: LockGuard] = [:]
+var observations: [String: SignalObservation] = [:]
+var presenceWatches: [String: Task<Void, Never>] = [:]
+
+/// What observers received, in order, for `next` and `next-change` to hand out.
+final class Inbox<Item: Sendable>: Sendable {
+  private let items = Mutex<[Item]>([])
+  private let available = DispatchSemaphore(value: 0)
+
+  func put(_ item: Item) {
+    items.withLock { $0.append(item) }
+    available.signal()
+  }
+
+  func take(milliseconds: Int) -> Item? {
+    guard available.wait(timeout: .now() + .milliseconds(milliseconds)) == .success else { return nil }
+    return items.withLock { $0.removeFirst() }
+  }
+}
+
+let notifications = Inbox<SignalNotification>()
+let presenceChanges = Inbox<(change: PresenceChange, receivedAt: UInt64)>()
+let observerQueue = DispatchQueue(label: "peer.observer")
 var claims: [String: PresenceClaim] = [:]
 var leases: [String: PresenceLease] = [:]
 
@@ -138,6 +173,52 @@ func incrementFile(_ path: String) {
     return residue(try container.lock(words[1]))
   case "suspended-waits":
     return suspendedWaits(try container.lock(words[1]), count: Int(words[2])!)
+  case "post":
+    let signal = try container.signal(words[1])
+    if words.count > 2 { try signal.post(state: UInt64(words[2])!) } else { try signal.post() }
+    return "posted"
+  case "burst":
+    let signal = try container.signal(words[1])
+    for state in 1...UInt64(words[2])! { try signal.post(state: state) }
+    return "posted"
+  case "observe":
+    let ignoringOwn = words.count > 2 && words[2] == "ignore-own"
+    observations[words[1]] = try container.signal(words[1]).observe(
+      on: observerQueue, ignoringOwnPosts: ignoringOwn, notifications.put)
+    return "observing"
+  case "observe-many":
+    for index in 0..<Int(words[2])! {
+      let name = "\(words[1])-\(index)"
+      observations[name] = try container.signal(name).observe(on: observerQueue, notifications.put)
+    }
+    return "observing"
+  case "unobserve":
+    observations.removeValue(forKey: words[1])?.cancel()
+    return "unobserved"
+  case "next":
+    guard let note = notifications.take(milliseconds: words.count > 1 ? Int(words[1])! : 30_000) else {
+      return "none"
+    }
+    return "\(note.name) \(note.state) \(note.sequence)"
+  case "watch-presence":
+    let changes = try container.presence(words[1]).changes()
+    // Detached: a task started here would run on the main actor, whose thread waits in readLine.
+    presenceWatches[words[1]] = Task.detached {
+      for await change in changes { presenceChanges.put((change, monotonicNanoseconds())) }
+    }
+    return "watching"
+  case "next-change":
+    guard let (change, receivedAt) = presenceChanges.take(milliseconds: words.count > 1 ? Int(words[1])! : 30_000)
+    else { return "none" }
+    switch change {
+    case .claimed(let holder): return "claimed \(holder.processID) \(receivedAt)"
+    case .released: return "released \(receivedAt)"
+    }
+  case "signal-residue":
+    return signalResidue(try container.signal(words[1]))
+  case "counts":
+    let (descriptors, threads) = counts()
+    return "\(descriptors) \(threads)"
   case "suspend":
     container.suspend()
     return "suspended"
@@ -204,6 +285,29 @@ func suspendedWaits(_ lock: ProcessLock, count: Int) -> String {
   let before = cpuMilliseconds()
   usleep(300_000)
   return "suspended=\(refused) idle-cpu-ms=\(cpuMilliseconds() - before)"
+}
+
+/// Starts and ends an async sequence (by cancelling its task while it waits) and a callback
+/// observation on `signal`, and reports the descriptor and thread counts before and after.
+func signalResidue(_ signal: Signal) -> String {
+  func cycle() {
+    let ready = DispatchSemaphore(value: 0)
+    let task = Task {
+      guard let notes = try? signal.notifications() else { return }
+      ready.signal()
+      for await _ in notes {}
+    }
+    ready.wait()
+    task.cancel()
+    blocking { await task.value }
+    let observation = try? signal.observe(on: observerQueue) { _ in }
+    observation?.cancel()
+  }
+  cycle()  // warm up the runtime's lazily started threads
+  let before = counts()
+  for _ in 0..<3 { cycle() }
+  let after = counts()
+  return "\(before.0) \(before.1) \(after.0) \(after.1)"
 }
 
 func residue(_ lock: ProcessLock) -> String {

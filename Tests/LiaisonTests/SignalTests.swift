@@ -1,0 +1,189 @@
+import Foundation
+import Liaison
+import LiaisonTestSupport
+import Testing
+
+@Suite("Signal across processes")
+struct SignalTests {
+  let directory = TemporaryDirectory()
+
+  @Test func anObserverSubscribedBeforeAPostReceivesItsState() throws {
+    let observer = try Peer(container: directory.path)
+    let poster = try Peer(container: directory.path)
+    try observer.send("observe notes-changed")
+    try poster.send("post notes-changed 42")
+    #expect(try observer.send("next") == "notes-changed 42 1")
+    try poster.send("post notes-changed")
+    #expect(try observer.send("next") == "notes-changed 42 2")
+    #expect(try SharedContainer(directory: directory.path).signal("notes-changed").state == 42)
+  }
+
+  @Test func aBurstOfPostsCoalescesAndEndsOnTheLastState() throws {
+    let observer = try Peer(container: directory.path)
+    let poster = try Peer(container: directory.path)
+    try observer.send("observe burst")
+    try poster.send("burst burst 1000")
+    var received: [String] = []
+    while true {
+      let answer = try observer.send("next 1000")
+      if answer == "none" { break }
+      received.append(answer)
+    }
+    #expect(!received.isEmpty)
+    #expect(received.last == "burst 1000 1000")
+  }
+
+  @Test func sixteenObserverProcessesAllReceiveOnePost() throws {
+    let observers = try (0..<16).map { _ in try Peer(container: directory.path) }
+    for observer in observers { try observer.send("observe broadcast") }
+    try SharedContainer(directory: directory.path).signal("broadcast").post(state: 7)
+    for observer in observers {
+      #expect(try observer.send("next") == "broadcast 7 1")
+    }
+  }
+
+  @Test func oneProcessObserves200NamesWithOneWatcherThread() throws {
+    let observer = try Peer(container: directory.path)
+    let before = try observer.send("counts").split(separator: " ").compactMap { Int($0) }
+    try observer.send("observe-many name 200")
+    let after = try observer.send("counts").split(separator: " ").compactMap { Int($0) }
+    #expect(after[1] - before[1] == 1, "threads before \(before[1]), after \(after[1])")
+    let container = try SharedContainer(directory: directory.path)
+    try container.signal("name-137").post(state: 5)
+    #expect(try observer.send("next") == "name-137 5 1")
+    try container.signal("name-3").post(state: 6)
+    #expect(try observer.send("next") == "name-3 6 1")
+  }
+
+  @Test func ownPostsCanBeIgnored() throws {
+    let observer = try Peer(container: directory.path)
+    try observer.send("observe mine ignore-own")
+    try observer.send("post mine 1")
+    #expect(try observer.send("next 300") == "none")
+    try SharedContainer(directory: directory.path).signal("mine").post(state: 2)
+    #expect(try observer.send("next") == "mine 2 2")
+  }
+
+  @Test func settingTheStateDoesNotNotify() throws {
+    let observer = try Peer(container: directory.path)
+    try observer.send("observe quiet")
+    let signal = try SharedContainer(directory: directory.path).signal("quiet")
+    try signal.setState(9)
+    #expect(try observer.send("next 300") == "none")
+    #expect(try signal.state == 9)
+  }
+
+  @Test func aKilledObserverLeavesNothingThatGrowsAndPostersCarryOn() throws {
+    let observer = try Peer(container: directory.path)
+    try observer.send("observe crash")
+    let signal = try SharedContainer(directory: directory.path).signal("crash")
+    try signal.post(state: 1)
+    #expect(try observer.send("next") == "crash 1 1")
+    let before = try folderSnapshot()
+    observer.kill()
+    for state in 2...101 { try signal.post(state: UInt64(state)) }
+    #expect(try signal.state == 101)
+    #expect(try folderSnapshot() == before)
+  }
+
+  @Test func endingObservationsReturnsDescriptorsAndThreads() throws {
+    let peer = try Peer(container: directory.path)
+    let report = try peer.send("signal-residue residue").split(separator: " ")
+    #expect(report[0] == report[2], "descriptors before \(report[0]), after \(report[2])")
+    #expect(report[1] == report[3], "threads before \(report[1]), after \(report[3])")
+  }
+
+  @Test func anAsyncSequenceInThisProcessReceivesAnotherProcesssPost() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let notes = try container.signal("async").notifications()
+    let poster = try Peer(container: directory.path)
+    try poster.send("post async 77")
+    var iterator = notes.makeAsyncIterator()
+    let note = await iterator.next()
+    #expect(note?.state == 77)
+    #expect(note?.name.rawValue == "async")
+  }
+
+  @Test func badNamesPlantedLinksAndCorruptFilesAreRefused() throws {
+    let container = try SharedContainer(directory: directory.path)
+    #expect { _ = try container.signal("../x") } throws: { ($0 as? LiaisonError)?.code == .invalidName }
+    let target = directory.path + "/precious"
+    try "precious".write(toFile: target, atomically: false, encoding: .utf8)
+    try FileManager.default.createSymbolicLink(
+      atPath: directory.path + "/.liaison/signals/planted", withDestinationPath: target)
+    #expect { _ = try container.signal("planted") } throws: { ($0 as? LiaisonError)?.code == .unsafeFile }
+    #expect(try String(contentsOfFile: target, encoding: .utf8) == "precious")
+
+    let signal = try container.signal("garbled")
+    try "not a signal".write(toFile: directory.path + "/.liaison/signals/garbled", atomically: false, encoding: .utf8)
+    #expect {
+      try signal.post()
+    } throws: { error in
+      let error = error as? LiaisonError
+      return error?.code == .corruptFile && error?.message.contains("garbled") == true
+    }
+  }
+
+  /// Names and sizes of every file in the container's private folder.
+  private func folderSnapshot() throws -> [String: Int] {
+    var snapshot: [String: Int] = [:]
+    let root = directory.path + "/.liaison"
+    for folder in try FileManager.default.contentsOfDirectory(atPath: root) {
+      for file in try FileManager.default.contentsOfDirectory(atPath: root + "/" + folder) {
+        let attributes = try FileManager.default.attributesOfItem(atPath: "\(root)/\(folder)/\(file)")
+        snapshot["\(folder)/\(file)"] = (attributes[.size] as? NSNumber)?.intValue
+      }
+    }
+    return snapshot
+  }
+}
+
+@Suite("Presence changes across processes")
+struct PresenceChangeTests {
+  let directory = TemporaryDirectory()
+
+  @Test func aKilledClaimantIsSeenReleasedByAThirdProcessWithin100Milliseconds() throws {
+    let watcher = try Peer(container: directory.path)
+    try watcher.send("watch-presence recording")
+    #expect(try watcher.send("next-change").hasPrefix("released"))  // the state at the start
+
+    let app = try Peer(container: directory.path)
+    try app.send("claim recording")
+    #expect(try watcher.send("next-change").hasPrefix("claimed \(app.pid) "))
+
+    let killedAt = monotonicNanoseconds()
+    app.kill()
+    let answer = try watcher.send("next-change").split(separator: " ")
+    #expect(answer.first == "released")
+    let receivedAt = try #require(UInt64(answer.last ?? ""))
+    let elapsed = Double(receivedAt - killedAt) / 1e6
+    #expect(elapsed < 100, "released seen \(elapsed) ms after SIGKILL")
+  }
+
+  @Test func claimsAndReleasesAreReportedInOrder() throws {
+    let watcher = try Peer(container: directory.path)
+    try watcher.send("watch-presence sync")
+    #expect(try watcher.send("next-change").hasPrefix("released"))
+    let container = try SharedContainer(directory: directory.path)
+    let claim = try container.presence("sync").claim()
+    #expect(try watcher.send("next-change").hasPrefix("claimed \(getpid()) "))
+    claim.release()
+    #expect(try watcher.send("next-change").hasPrefix("released"))
+    let lease = try container.presence("sync").lease(for: .milliseconds(300))
+    #expect(try watcher.send("next-change").hasPrefix("claimed \(getpid()) "))
+    lease.release()
+    #expect(try watcher.send("next-change").hasPrefix("released"))
+  }
+
+  @Test func aLapsedLeaseIsReportedReleased() throws {
+    let watcher = try Peer(container: directory.path)
+    try watcher.send("watch-presence upload")
+    #expect(try watcher.send("next-change").hasPrefix("released"))
+    let holder = try Peer(container: directory.path)
+    try holder.send("lease upload 300")
+    #expect(try watcher.send("next-change").hasPrefix("claimed \(holder.pid) "))
+    holder.child.kill(SIGSTOP)  // no more renewals
+    #expect(try watcher.send("next-change 5000").hasPrefix("released"))
+    holder.child.kill(SIGCONT)
+  }
+}
