@@ -19,6 +19,7 @@ struct DemoCommand: AsyncParsableCommand {
     print("Liaison demo, in a temporary container at \(directory)\n")
     try recordingScene(container)
     try tokenScene(container)
+    try await doorbellScene(container)
     print("Done; the temporary container is removed.")
   }
 
@@ -64,6 +65,19 @@ struct DemoCommand: AsyncParsableCommand {
     let refreshes = results.filter { $0.1.hasPrefix("refreshed") }.count
     let token = try String(contentsOfFile: tokenFile, encoding: .utf8)
     print("   \(refreshes) refresh for \(actors.count) processes; the token is now \"\(token)\".\n")
+  }
+
+  /// Question 3: tell the other side that something changed.
+  private func doorbellScene(_ container: SharedContainer) async throws {
+    print("3. The share extension saved a note; how does the app learn of it?  (Signal)")
+    let app = try DemoActor(role: "doorbell-app", container: container)
+    try app.expect("listening")
+    say("app", "listens for the \"notes-changed\" signal")
+    let share = try DemoActor(role: "doorbell-share", container: container)
+    say("share", try share.readLine())
+    say("app", try app.readLine())
+    say("share", try share.readLine())
+    print("   No polling: the post itself wakes the app, which reads the state that came with it.\n")
   }
 
   private func describe(_ presence: Presence) throws -> String {
@@ -170,6 +184,23 @@ struct DemoActorCommand: AsyncParsableCommand {
           announce("\(takenAt) got the lock; the token is already fresh, nothing to do")
         }
       }
+    case "doorbell-app":
+      let changes = try container.signal("notes-changed").notifications()
+      announce("listening")
+      for await note in changes {
+        try container.signal("notes-answered").post(state: note.state + 1)
+        announce("wakes up, reads note \(note.state) and answers with state \(note.state + 1)")
+        break
+      }
+    case "doorbell-share":
+      var answers = try container.signal("notes-answered").notifications().makeAsyncIterator()
+      let signal = try container.signal("notes-changed")
+      announce("saves note 41 and posts \"notes-changed\" with state 41")
+      let postedAt = DispatchTime.now().uptimeNanoseconds
+      try signal.post(state: 41)
+      guard let answer = await answers.next() else { return }
+      let elapsed = Double(DispatchTime.now().uptimeNanoseconds - postedAt) / 1000
+      announce(String(format: "hears the answer, state \(answer.state), %.0f µs after posting", elapsed))
     default:
       throw ValidationError("unknown demo role \(role)")
     }

@@ -5,19 +5,20 @@ import Liaison
 struct LiaisonCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "liaison",
-    abstract: "Inspect and drive the locks and presences that processes share in a container.",
+    abstract: "Inspect and drive the locks, presences and signals that processes share in a container.",
     discussion: """
       The container is --container PATH, else $\(SharedContainer.environmentVariable), else \
       \(SharedContainer.defaultDirectory).
 
       Exit status: 0 on success (or the command's own status for `lock` and `presence claim`); \
       1 when `presence check` finds the presence inactive; \(ExitStatus.busy) (EX_TEMPFAIL) when \
-      `lock` times out or `presence claim` finds the presence held; 64 for bad usage or a bad \
+      `lock` or `wait` times out or `presence claim` finds the presence held; 64 for bad usage or a bad \
       name; 70 for any other failure; 126/127 when the command cannot be run or is not found; \
       128+N when it was killed by signal N.
       """,
     subcommands: [
-      LockCommand.self, PresenceCommand.self, StatusCommand.self, DemoCommand.self, DemoActorCommand.self,
+      LockCommand.self, PresenceCommand.self, PostCommand.self, WaitCommand.self, ObserveCommand.self,
+      StateCommand.self, StatusCommand.self, DemoCommand.self, DemoActorCommand.self,
     ]
   )
 }

@@ -8,10 +8,15 @@ func printError(_ line: String) {
 
 /// Prints `value` as one line of JSON with sorted keys.
 func printJSON<T: Encodable>(_ value: T) throws {
+  print(try jsonLine(value))
+}
+
+/// `value` as one line of JSON with sorted keys.
+func jsonLine<T: Encodable>(_ value: T) throws -> String {
   let encoder = JSONEncoder()
   encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
   encoder.dateEncodingStrategy = .iso8601
-  print(String(decoding: try encoder.encode(value), as: UTF8.self))
+  return String(decoding: try encoder.encode(value), as: UTF8.self)
 }
 
 /// A presence holder as the CLI shows it.

@@ -4,7 +4,7 @@ import Liaison
 struct StatusCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "status",
-    abstract: "Show everything in the container at a glance: presences and locks.",
+    abstract: "Show everything in the container at a glance: presences, locks and signals.",
     discussion: """
       Lock states come from a non-blocking probe that takes and releases each free lock for a \
       moment; a process's tryLock at that very moment may find it taken.
@@ -19,10 +19,16 @@ struct StatusCommand: AsyncParsableCommand {
     let state: String
   }
 
+  struct SignalReport: Encodable {
+    let name: String
+    let state: UInt64
+  }
+
   struct Report: Encodable {
     let container: String
     let presences: [PresenceReport]
     let locks: [LockReport]
+    let signals: [SignalReport]
   }
 
   func run() async throws {
@@ -31,7 +37,8 @@ struct StatusCommand: AsyncParsableCommand {
       return Report(
         container: container.directory,
         presences: try container.presences().map(PresenceReport.init),
-        locks: try container.locks().map { LockReport(name: $0.name.rawValue, state: "\(try $0.probe())") }
+        locks: try container.locks().map { LockReport(name: $0.name.rawValue, state: "\(try $0.probe())") },
+        signals: try container.signals().map { SignalReport(name: $0.name.rawValue, state: try $0.state) }
       )
     }
     if json { return try printJSON(report) }
@@ -43,6 +50,10 @@ struct StatusCommand: AsyncParsableCommand {
     print("Locks:" + (report.locks.isEmpty ? " none" : ""))
     for lock in report.locks {
       print("  \(lock.name)\t\(lock.state)")
+    }
+    print("Signals:" + (report.signals.isEmpty ? " none" : ""))
+    for signal in report.signals {
+      print("  \(signal.name)\tstate \(signal.state)")
     }
   }
 }

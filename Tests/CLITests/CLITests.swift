@@ -89,10 +89,54 @@ struct CLITests {
     #expect(try liaison(["lock", "x", "--timeout", "-1", "--", "true"]).status == 64)
   }
 
+  @Test func waitReturnsTheStateOfTheNextPostAndTimesOutWith75() throws {
+    #expect(try liaison(["wait", "ring", "--timeout", "0.1"]).status == 75)
+    let waiter = try ChildProcess(
+      productsDirectory().appendingPathComponent("liaison").path, ["wait", "ring", "--container", directory.path])
+    // `wait` subscribes before it prints anything, so a post is certain to be seen only after it
+    // started waiting: post until it answers (each post is a separate notification).
+    let poster = try Peer(container: directory.path)
+    var answer: String?
+    while answer == nil {
+      try poster.send("post ring 5")
+      answer = try? waiter.readLine(timeout: 0.2)
+    }
+    #expect(answer == "5")
+    #expect(waiter.wait() == 0)
+  }
+
+  @Test func observePrintsALinePerNotification() throws {
+    let observer = try ChildProcess(
+      productsDirectory().appendingPathComponent("liaison").path,
+      ["observe", "a", "b", "--json", "--container", directory.path])
+    defer { observer.kill(SIGKILL) }
+    let poster = try Peer(container: directory.path)
+    var line: String?
+    while line == nil {
+      try poster.send("post a 3")
+      line = try? observer.readLine(timeout: 0.2)
+    }
+    #expect(line?.contains("\"name\":\"a\"") == true && line?.contains("\"state\":3") == true)
+    try poster.send("post b 4")
+    let next = try observer.readLine()
+    #expect(next.contains("\"name\":\"b\"") && next.contains("\"state\":4"))
+  }
+
+  @Test func postStateAndStatusAgree() throws {
+    #expect(try liaison(["post", "s", "--state", "12"]).status == 0)
+    #expect(try liaison(["state", "s"]).output == "12\n")
+    #expect(try liaison(["state", "s", "--set", "13"]).status == 0)
+    #expect(try liaison(["state", "s"]).output == "13\n")
+    let status = try liaison(["status", "--json"])
+    #expect(status.output.contains("\"signals\":[{\"name\":\"s\",\"state\":13}]"))
+    #expect(try liaison(["post", "bad/name"]).status == 64)
+  }
+
   @Test func theDemoRunsToTheEndAndExitsZero() throws {
     let demo = try liaison(["demo"])
     #expect(demo.status == 0)
     #expect(demo.output.contains("1 refresh for 3 processes"))
+    #expect(demo.output.contains("hears the answer, state 42"))
     #expect(demo.output.contains("Done"))
   }
 }

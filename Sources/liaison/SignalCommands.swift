@@ -1,0 +1,133 @@
+import ArgumentParser
+import Foundation
+import Liaison
+
+/// A notification as the CLI prints it.
+struct NotificationReport: Encodable {
+  let name: String
+  let state: UInt64
+  let sequence: UInt64
+
+  init(_ notification: SignalNotification) {
+    name = notification.name.rawValue
+    state = notification.state
+    sequence = notification.sequence
+  }
+}
+
+struct PostCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "post",
+    abstract: "Post a signal: wake every process observing it.",
+    discussion: "With --state, sets the signal's 64-bit state first, in the same step."
+  )
+
+  @OptionGroup var options: ContainerOptions
+  @Argument(help: "The signal's name.") var name: String
+  @Option(help: "The state to set (0 to 2^64-1).") var state: UInt64?
+
+  func run() async throws {
+    try await Self.reporting {
+      let signal = try options.open().signal(name)
+      if let state { try signal.post(state: state) } else { try signal.post() }
+    }
+  }
+}
+
+struct WaitCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "wait",
+    abstract: "Wait for the next notification of a signal and print its state.",
+    discussion: "Exits 0 after the next post; exits \(ExitStatus.busy) if --timeout passes first."
+  )
+
+  @OptionGroup var options: ContainerOptions
+  @Argument(help: "The signal's name.") var name: String
+  @Option(
+    help: ArgumentHelp("Give up after this many seconds (default: wait as long as it takes).", valueName: "seconds"))
+  var timeout: Double?
+  @Flag(help: "Print JSON.") var json = false
+
+  func validate() throws {
+    if let timeout, !(timeout >= 0 && timeout <= 1e9) {
+      throw ValidationError("--timeout takes a number of seconds from 0 to 1e9; got \(timeout).")
+    }
+  }
+
+  func run() async throws {
+    let notifications = try await Self.reporting { try options.open().signal(name).notifications() }
+    let received = await withTaskGroup(of: SignalNotification?.self) { group in
+      group.addTask {
+        var iterator = notifications.makeAsyncIterator()
+        return await iterator.next()
+      }
+      if let timeout {
+        group.addTask {
+          try? await Task.sleep(for: .milliseconds(Int64(timeout * 1000)))
+          return nil
+        }
+      }
+      let first = await group.next() ?? nil
+      group.cancelAll()
+      return first
+    }
+    guard let received else {
+      printError("liaison: no notification of '\(name)' within \(timeout ?? 0) seconds.")
+      throw ExitCode(ExitStatus.busy)
+    }
+    if json { try printJSON(NotificationReport(received)) } else { print(received.state) }
+  }
+}
+
+struct ObserveCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "observe",
+    abstract: "Print a line for each notification of the signals, until interrupted.",
+    discussion: "Each line is `NAME STATE SEQUENCE`, or a JSON object with --json. Notifications coalesce."
+  )
+
+  @OptionGroup var options: ContainerOptions
+  @Argument(help: "The signals' names.") var names: [String]
+  @Flag(help: "Print JSON lines.") var json = false
+
+  func validate() throws {
+    if names.isEmpty { throw ValidationError("Name at least one signal to observe.") }
+  }
+
+  func run() async throws {
+    let sequences = try await Self.reporting {
+      let container = try options.open()
+      return try names.map { try container.signal($0).notifications() }
+    }
+    let json = json
+    await withTaskGroup(of: Void.self) { group in
+      for notifications in sequences {
+        group.addTask {
+          for await notification in notifications {
+            let report = NotificationReport(notification)
+            let line = json ? (try? jsonLine(report)) ?? "" : "\(report.name) \(report.state) \(report.sequence)"
+            FileHandle.standardOutput.write(Data((line + "\n").utf8))
+          }
+        }
+      }
+    }
+  }
+}
+
+struct StateCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "state",
+    abstract: "Print a signal's state, or set it with --set (without notifying anybody)."
+  )
+
+  @OptionGroup var options: ContainerOptions
+  @Argument(help: "The signal's name.") var name: String
+  @Option(help: "The state to set (0 to 2^64-1).") var set: UInt64?
+
+  func run() async throws {
+    try await Self.reporting {
+      let signal = try options.open().signal(name)
+      if let set { try signal.setState(set) } else { print(try signal.state) }
+    }
+  }
+}
