@@ -58,6 +58,8 @@ enum PeerRole {
       try LockScenarios.holdAndRelease(container: arguments[0], name: arguments[1], input: input, output: output)
     case "seed-holder":
       LockScenarios.seedHoldAndRelease(path: arguments[0], input: input, output: output)
+    case "signal-observer":
+      try SignalScenarios.observe(container: arguments[0], name: arguments[1], input: input, output: output)
     case "claimer":
       try PresenceScenarios.claimAndWait(container: arguments[0], name: arguments[1], input: input, output: output)
     default:

@@ -2,8 +2,8 @@
 //
 //   swift run -c release liaison-bench [SCENARIO…] [--json]
 //
-// Scenarios: lock.uncontended, lock.handoff, presence.probe (and the informational
-// lock.handoff.async and presence.probe.active, which run with them).
+// Scenarios: lock.uncontended, lock.handoff, presence.probe, signal.latency (and the
+// informational lock.handoff.async and presence.probe.active, which run with them).
 
 import Foundation
 import Liaison
@@ -17,6 +17,7 @@ let families: [(names: [String], run: (SharedContainer) throws -> [ScenarioResul
   (["lock.uncontended"], { [try LockScenarios.uncontended($0)] }),
   (["lock.handoff", "lock.handoff.async"], LockScenarios.handoff),
   (["presence.probe", "presence.probe.active"], PresenceScenarios.probe),
+  (["signal.latency"], { [try SignalScenarios.latency($0)] }),
 ]
 let allNames = families.flatMap(\.names)
 

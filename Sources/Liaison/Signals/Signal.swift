@@ -161,7 +161,8 @@ final class SignalFile: Sendable {
         // their own posts recognise it.
         SignalHub.shared.noteOwnPost(key, sequence: record.sequence)
       }
-      if case .failure(let error) = Syscall.replaceContent(descriptor, with: Self.encode(record)) {
+      // In place: a record is always 32 bytes, and a truncation would cost more than the post.
+      if case .failure(let error) = Syscall.write(descriptor, Self.encode(record), at: 0) {
         throw LiaisonError.system(error, "write", path: path)
       }
     }

@@ -71,10 +71,15 @@ enum Syscall {
   /// Replaces the whole content of `fd` with `bytes`: truncates, then writes at offset 0.
   static func replaceContent(_ fd: CInt, with bytes: [UInt8]) -> Result<Void, Errno> {
     if retryOnInterrupt({ ftruncate(fd, 0) }) != 0 { return .failure(currentErrno()) }
+    return write(fd, bytes, at: 0)
+  }
+
+  /// Writes all of `bytes` at `offset` with `pwrite(2)`, leaving the rest of the file as it is.
+  static func write(_ fd: CInt, _ bytes: [UInt8], at offset: Int) -> Result<Void, Errno> {
     var written = 0
     while written < bytes.count {
       let n = bytes.withUnsafeBytes { raw in
-        retryOnInterrupt { pwrite(fd, raw.baseAddress! + written, bytes.count - written, off_t(written)) }
+        retryOnInterrupt { pwrite(fd, raw.baseAddress! + written, bytes.count - written, off_t(offset + written)) }
       }
       if n < 0 { return .failure(currentErrno()) }
       written += n
