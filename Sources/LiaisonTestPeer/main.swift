@@ -37,7 +37,6 @@
 import Dispatch
 import Foundation
 import Liaison
-import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -70,7 +69,7 @@ var presenceWatches: [String: Task<Void, Never>] = [:]
 
 /// What observers received, in order, for `next` and `next-change` to hand out.
 final class Inbox<Item: Sendable>: Sendable {
-  private let items = Mutex<[Item]>([])
+  private let items = Locked<[Item]>([])
   private let available = DispatchSemaphore(value: 0)
 
   func put(_ item: Item) {
@@ -243,7 +242,7 @@ func incrementFile(_ path: String) {
 
 /// Runs `body` in a task and waits for it on this (non-pool) thread.
 func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
-  let result = Mutex<T?>(nil)
+  let result = Locked<T?>(nil)
   let done = DispatchSemaphore(value: 0)
   Task {
     let value = await body()

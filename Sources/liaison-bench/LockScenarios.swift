@@ -1,7 +1,6 @@
 import Dispatch
 import Foundation
 import Liaison
-import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -136,7 +135,7 @@ enum LockScenarios {
 
 /// Runs `body` in a task and waits for it on this thread (never a thread of the pool).
 func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-  let result = Mutex<Result<T, any Error>?>(nil)
+  let result = Locked<Result<T, any Error>?>(nil)
   let done = DispatchSemaphore(value: 0)
   Task {
     let outcome: Result<T, any Error>

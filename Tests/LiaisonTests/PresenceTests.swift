@@ -1,7 +1,6 @@
 import Foundation
 import Liaison
 import LiaisonTestSupport
-import Synchronization
 import Testing
 
 @Suite("Presence across processes")
@@ -138,7 +137,7 @@ struct PresenceTests {
 
   @Test func aReleasedLeaseIsGoneAtOnceEvenWhileItsHeartbeatRuns() throws {
     let container = try SharedContainer(directory: directory.path)
-    let failures = Mutex<[String]>([])
+    let failures = Locked<[String]>([])
     DispatchQueue.concurrentPerform(iterations: 8) { worker in
       for round in 0..<150 {
         do {

@@ -1,7 +1,6 @@
 import Foundation
 import Liaison
 import LiaisonTestSupport
-import Synchronization
 import Testing
 
 @Suite("ProcessLock across processes")
@@ -114,7 +113,7 @@ struct ProcessLockTests {
   @Test func concurrentListingsSeeEveryLock() throws {
     let container = try SharedContainer(directory: directory.path)
     for index in 0..<300 { _ = try container.lock("lock-\(index)").tryLock() }
-    let counts = Mutex<[Int]>([])
+    let counts = Locked<[Int]>([])
     DispatchQueue.concurrentPerform(iterations: 16) { _ in
       let count = (try? container.locks().count) ?? -1
       counts.withLock { $0.append(count) }

@@ -1,5 +1,3 @@
-import Synchronization
-
 #if canImport(Glibc)
   import Glibc
 #elseif canImport(Darwin)
@@ -33,11 +31,11 @@ final class ContainerLifecycle: Sendable {
     var members: [ObjectIdentifier: Member] = [:]
   }
 
-  private static let registry = Mutex<[Identity: ContainerLifecycle]>([:])
-  private let state = Mutex(State())
+  private static let registry = Locked<[Identity: ContainerLifecycle]>([:])
+  private let state = Locked(State())
   /// Held for the whole of a `suspend()` or `resume()`, so that the two never interleave
   /// (participants take `state` to leave, so it cannot be that lock).
-  private let transition = Mutex(())
+  private let transition = Locked(())
 
   /// The lifecycle of the container whose private folder is `folder`.
   static func shared(for folder: PrivateFolder) throws(LiaisonError) -> ContainerLifecycle {

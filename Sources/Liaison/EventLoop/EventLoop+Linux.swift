@@ -1,7 +1,6 @@
 #if os(Linux)
   import CLiaison
   import Glibc
-  import Synchronization
 
   /// The one thread per process that waits for every file change, process exit and deadline
   /// Liaison watches, however many signals, presences and observers there are.
@@ -38,7 +37,7 @@
     }
 
     /// One lock for the registry and every instance's tables.
-    static let state = Mutex(State())
+    static let state = Locked(State())
 
     private static func cancel(_ id: UInt64, in instance: LoopInstance) {
       let threadToJoin = state.withLock { state -> pthread_t? in

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Proof that this process holds a ``ProcessLock``: the lock is held until ``unlock()`` is
 /// called or the guard is released, and the kernel releases it if the process dies.
 ///
@@ -14,12 +12,12 @@ public final class LockGuard: Sendable {
   public let mode: LockMode
   private let lock: ProcessLock
   /// The descriptor holding the lock, or `nil` once released.
-  private let descriptor: Mutex<CInt?>
+  private let descriptor: Locked<CInt?>
 
   init(lock: ProcessLock, fd: CInt, mode: LockMode) {
     self.lock = lock
     self.mode = mode
-    self.descriptor = Mutex(fd)
+    self.descriptor = Locked(fd)
   }
 
   deinit { unlock() }

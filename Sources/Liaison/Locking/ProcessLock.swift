@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 import SystemPackage
 
 #if canImport(Glibc)
@@ -50,7 +49,7 @@ public final class ProcessLock: Sendable {
 
   /// Open descriptors on the lock file not currently used by an acquisition, so that an
   /// uncontended lock costs two `flock` calls and no `open`.
-  private let idleDescriptors = Mutex<[CInt]>([])
+  private let idleDescriptors = Locked<[CInt]>([])
   private static let maximumIdleDescriptors = 2
 
   init(name: LiaisonName, container: SharedContainer) {

@@ -1,5 +1,3 @@
-import Synchronization
-
 #if canImport(FoundationEssentials)
   import FoundationEssentials
 #else
@@ -44,7 +42,7 @@ public final class Presence: Sendable {
   public let name: LiaisonName
   let container: SharedContainer
   /// A descriptor kept open for probes, once the presence's file exists.
-  private let probeDescriptor = Mutex<CInt?>(nil)
+  private let probeDescriptor = Locked<CInt?>(nil)
 
   init(name: LiaisonName, container: SharedContainer) {
     self.name = name

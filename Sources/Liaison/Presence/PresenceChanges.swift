@@ -1,5 +1,3 @@
-import Synchronization
-
 /// A change of a ``Presence``, from ``Presence/changes()``.
 public enum PresenceChange: Sendable, Hashable {
   /// Claimed, or leased, by this holder.
@@ -79,7 +77,7 @@ final class PresenceWatch: Sendable {
 
   private let presence: Presence
   private let emit: @Sendable (PresenceChange) -> Void
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   init(presence: Presence, emit: @escaping @Sendable (PresenceChange) -> Void) throws(LiaisonError) {
     self.presence = presence

@@ -1,5 +1,3 @@
-import Synchronization
-
 #if canImport(FoundationEssentials)
   import FoundationEssentials
 #else
@@ -21,7 +19,7 @@ public final class PresenceClaim: Sendable {
   private let info: String?
   /// Guards the state and every file operation on the descriptor, so that a release, a suspend
   /// and a resume on different threads never act on a descriptor another has closed.
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   init(presence: Presence, info: String?) {
     self.presence = presence

@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 #if canImport(FoundationEssentials)
   import FoundationEssentials
@@ -23,7 +22,7 @@ public final class PresenceLease: Sendable {
   public let duration: Duration
   private let token = UInt64.random(in: 1...UInt64.max)
   private let record: PresenceHolder
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   init(presence: Presence, duration: Duration, info: String?) {
     self.presence = presence

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// The observers of signals in this process: one event-loop watch per signal file, however many
 /// observers it has, and the sequence numbers this process posted (so that observers may ignore
 /// their own process's posts exactly, even when notifications coalesce).
@@ -25,7 +23,7 @@ final class SignalHub: Sendable {
     var nextID: UInt64 = 0
   }
 
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   /// Adds an observer of `file`; returns its id for ``unsubscribe(_:id:)``.
   ///

@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// The notifications of a ``Signal``, from ``Signal/notifications(ignoringOwnPosts:)``.
 ///
@@ -44,17 +43,20 @@ public struct SignalNotifications: AsyncSequence, Sendable {
   /// Ends the watch when cancelled or released.
   final class Subscription: Sendable {
     private let key: FileKey
-    private let id: Atomic<UInt64>
+    private let id: Locked<UInt64>
 
     init(key: FileKey, id: UInt64) {
       self.key = key
-      self.id = Atomic(id)
+      self.id = Locked(id)
     }
 
     deinit { cancel() }
 
     func cancel() {
-      let id = id.exchange(0, ordering: .acquiringAndReleasing)
+      let id = id.withLock { id in
+        defer { id = 0 }
+        return id
+      }
       if id != 0 { SignalHub.shared.unsubscribe(key, id: id) }
     }
   }
@@ -76,7 +78,7 @@ extension Signal {
     on queue: DispatchQueue, ignoringOwnPosts: Bool = false,
     _ handler: @escaping @Sendable (SignalNotification) -> Void
   ) throws(LiaisonError) -> SignalObservation {
-    let pending = Mutex<SignalNotification?>(nil)
+    let pending = Locked<SignalNotification?>(nil)
     let id = try SignalHub.shared.subscribe(file, ignoringOwnPosts: ignoringOwnPosts) { notification in
       let wasIdle = pending.withLock { pending -> Bool in
         defer { pending = notification }

@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 import SystemPackage
 
 #if canImport(Glibc)
@@ -30,7 +29,7 @@ final class InterruptibleWait: Sendable {
     var spawned = false
   }
 
-  private let state = Mutex(State())
+  private let state = Locked(State())
 
   /// Why the wait was interrupted, or `nil` while it was not.
   var interruption: Reason? { state.withLock { $0.reason } }
