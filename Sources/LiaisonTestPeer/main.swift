@@ -28,7 +28,11 @@
 //   next-change [MILLISECONDS]  → ok claimed PID WHEN | ok released WHEN | ok none
 //                               (WHEN: monotonic ns at which the change was received)
 //   signal-residue NAME         an async sequence and a callback observation started and ended,
-//                               with descriptor and thread counts → ok FDS THREADS FDS THREADS
+//                               with descriptor and thread counts, and Liaison's threads left
+//                               → ok FDS THREADS FDS THREADS liaison-threads=N
+//   lapse-residue NAME          a presence watch that saw a lease lapse (a one-shot deadline
+//                               fired), then ended → ok liaison-threads=N
+//   threads-named NAME          → ok COUNT (threads of this process called NAME)
 //   counts                      → ok DESCRIPTORS THREADS
 //   residue NAME    with NAME held elsewhere: a timed-out async wait and a cancelled one, with
 //                   this process's descriptor and thread counts before and after
@@ -215,6 +219,10 @@ func incrementFile(_ path: String) {
     }
   case "signal-residue":
     return signalResidue(try container.signal(words[1]))
+  case "lapse-residue":
+    return try lapseResidue(try container.presence(words[1]))
+  case "threads-named":
+    return String(threadNames().filter { $0 == words[1] }.count)
   case "counts":
     let (descriptors, threads) = counts()
     return "\(descriptors) \(threads)"
@@ -306,7 +314,45 @@ func signalResidue(_ signal: Signal) -> String {
   let before = counts()
   for _ in 0..<3 { cycle() }
   let after = counts()
-  return "\(before.0) \(before.1) \(after.0) \(after.1)"
+  let liaisonThreads = threadNames().filter { $0.hasPrefix("liaison-") }.count
+  return "\(before.0) \(before.1) \(after.0) \(after.1) liaison-threads=\(liaisonThreads)"
+}
+
+/// The names of this process's threads.
+func threadNames() -> [String] {
+  let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+  return tasks.compactMap {
+    (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?
+      .trimmingCharacters(in: .whitespacesAndNewlines)
+  }
+}
+
+/// Watches `presence` while a short lease on it lapses (the watch's expiry deadline, a one-shot,
+/// fires), ends the watch, and reports how many of Liaison's threads are left.
+func lapseResidue(_ presence: Presence) throws -> String {
+  let watching = DispatchSemaphore(value: 0)
+  let sawRelease = DispatchSemaphore(value: 0)
+  // The sequence lives in the task only, so that it is released when the task ends.
+  let task = Task.detached {
+    guard let changes = try? presence.changes() else { return }
+    watching.signal()
+    var claimed = false
+    for await change in changes {
+      if case .claimed = change { claimed = true }
+      if case .released = change, claimed { break }
+    }
+    sawRelease.signal()
+  }
+  watching.wait()
+  let lease = try presence.lease(for: .milliseconds(30))
+  // Stop renewing without releasing: suspend stops the heartbeat's renewals.
+  container.suspend()
+  _ = sawRelease.wait(timeout: .now() + 10)
+  try container.resume()
+  lease.release()
+  task.cancel()
+  blocking { await task.value }
+  return "liaison-threads=\(threadNames().filter { $0.hasPrefix("liaison-") }.count)"
 }
 
 func residue(_ lock: ProcessLock) -> String {

@@ -35,7 +35,9 @@
       case .deadline(let deadline):
         let now = SystemClock.bootNanoseconds()
         let source = DispatchSource.makeTimerSource(queue: queue)
-        source.schedule(deadline: .now() + .nanoseconds(Int(clamping: deadline > now ? deadline - now : 0)))
+        // On the wall clock, which keeps counting while the machine sleeps, like the boot clock the
+        // deadline is on (`DispatchTime` stops during sleep).
+        source.schedule(wallDeadline: .now() + .nanoseconds(Int(clamping: deadline > now ? deadline - now : 0)))
         source.setEventHandler(handler: handler)
         source.resume()
         return EventRegistration { source.cancel() }

@@ -18,13 +18,22 @@
     static func watch(_ target: WatchTarget, _ handler: @escaping @Sendable () -> Void) throws(LiaisonError)
       -> EventRegistration
     {
-      let (instance, id) = try state.withLock { state throws(LiaisonError) -> (LoopInstance, UInt64) in
+      let outcome = try state.withLock { state throws(LiaisonError) -> Result<(LoopInstance, UInt64), LiaisonError> in
         if state.current == nil { state.current = try LoopInstance.start() }
         let instance = state.current!
-        let id = try instance.add(target, handler)
-        return (instance, id)
+        do throws(LiaisonError) {
+          return .success((instance, try instance.add(target, handler)))
+        } catch {
+          return .failure(error)
+        }
       }
-      return EventRegistration { EventLoop.cancel(id, in: instance) }
+      switch outcome {
+      case .success(let (instance, id)):
+        return EventRegistration { EventLoop.cancel(id, in: instance) }
+      case .failure(let error):
+        endIfEmpty(nil)
+        throw error
+      }
     }
 
     /// Writes on Linux notify by themselves; nothing to ring.
@@ -40,10 +49,18 @@
     static let state = Locked(State())
 
     private static func cancel(_ id: UInt64, in instance: LoopInstance) {
+      // The registration may be gone already: a one-shot removes itself when it fires.
+      endIfEmpty { _ in _ = instance.remove(id) }
+    }
+
+    /// Runs `change` under the lock; if the current instance is then empty, ends it and joins its
+    /// thread (outside the lock).
+    private static func endIfEmpty(_ change: ((inout State) -> Void)?) {
       let threadToJoin = state.withLock { state -> pthread_t? in
-        guard instance.remove(id), instance.isEmpty else { return nil }
+        change?(&state)
+        guard let instance = state.current, instance.isEmpty else { return nil }
         // The last registration: this instance ends. A later registration starts a new one.
-        if state.current === instance { state.current = nil }
+        state.current = nil
         return instance.stop()
       }
       guard let thread = threadToJoin else { return }
@@ -163,8 +180,9 @@
       return true
     }
 
-    /// Asks the thread to end; returns it for joining.
+    /// Asks the thread to end; returns it for joining. Only the first call returns it.
     func stop() -> pthread_t? {
+      guard !stopped else { return nil }
       stopped = true
       poke()
       return thread
@@ -178,6 +196,7 @@
     // MARK: The thread
 
     private func run() {
+      cliaison_name_thread("liaison-events")
       var buffer = [UInt8](repeating: 0, count: 4096)
       while true {
         // What to poll, under the lock.
@@ -202,7 +221,7 @@
           var timeout: Int32 = -1
           if nearest != .max {
             let now = SystemClock.bootNanoseconds()
-            timeout = nearest <= now ? 0 : Int32(clamping: (nearest - now + 999_999) / 1_000_000)
+            timeout = nearest <= now ? 0 : Int32(clamping: (nearest - now) / 1_000_000 + 1)
           }
           return (fds, ids, timeout)
         }

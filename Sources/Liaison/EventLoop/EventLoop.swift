@@ -11,11 +11,18 @@ enum WatchTarget: Sendable {
   case deadline(UInt64)
 }
 
-/// A registration with the event loop; the handler stops being called once it is cancelled
-/// or released.
+/// A registration with the event loop, ended by ``cancel()`` or by its release.
+///
+/// A handler that the loop had already picked up when the registration ended may still run
+/// once after `cancel()` returns; handlers must tolerate that (they hold their owner weakly, or
+/// check whether it was cancelled).
 final class EventRegistration: Sendable {
-  private let onCancel: @Sendable () -> Void
-  init(onCancel: @escaping @Sendable () -> Void) { self.onCancel = onCancel }
-  deinit { onCancel() }
-  func cancel() { onCancel() }
+  private let onCancel: Locked<(@Sendable () -> Void)?>
+  init(onCancel: @escaping @Sendable () -> Void) { self.onCancel = Locked(onCancel) }
+  deinit { cancel() }
+
+  /// Ends the registration. Calling it again does nothing.
+  func cancel() {
+    onCancel.withLock { $0.take() }?()
+  }
 }

@@ -78,6 +78,10 @@ final class PresenceWatch: Sendable {
   private let presence: Presence
   private let emit: @Sendable (PresenceChange) -> Void
   private let state = Locked(State())
+  /// Held for a whole evaluation, so that two (at subscription, and on the loop) never
+  /// interleave and an older reading never lands after a newer one. It is never held while
+  /// registrations are cancelled, and the loop calls evaluations without holding its own lock.
+  private let evaluation = Locked(())
 
   init(presence: Presence, emit: @escaping @Sendable (PresenceChange) -> Void) throws(LiaisonError) {
     self.presence = presence
@@ -119,6 +123,12 @@ final class PresenceWatch: Sendable {
 
   /// Reads the holder, emits it if it changed, and re-arms the process and expiry watches.
   private func evaluateOrThrow() throws(LiaisonError) {
+    let toCancel = try evaluation.withLock { _ throws(LiaisonError) in try evaluateSerially() }
+    for registration in toCancel { registration.cancel() }
+  }
+
+  /// One evaluation; returns the registrations it replaced, for cancelling after the lock.
+  private func evaluateSerially() throws(LiaisonError) -> [EventRegistration] {
     let holder = try presence.holder
     let change: PresenceChange = holder.map { .claimed($0) } ?? .released
     var toCancel: [EventRegistration] = []
@@ -138,7 +148,6 @@ final class PresenceWatch: Sendable {
       defer { state.last = change }
       return state.last != change
     }
-    for registration in toCancel { registration.cancel() }
     if let pid = watchPID {
       let registration = try EventLoop.watch(.processExit(pid)) { [weak self] in self?.evaluate() }
       state.withLock { state in
@@ -146,12 +155,14 @@ final class PresenceWatch: Sendable {
       }
     }
     if let expiry = watchExpiry {
-      let registration = try EventLoop.watch(.deadline(expiry + 1_000_000)) { [weak self] in self?.evaluate() }
+      let (after, overflow) = expiry.addingReportingOverflow(1_000_000)
+      let registration = try EventLoop.watch(.deadline(overflow ? .max : after)) { [weak self] in self?.evaluate() }
       state.withLock { state in
         if !state.cancelled { state.expiryWatch = registration }
       }
     }
     if shouldEmit { emit(change) }
+    return toCancel
   }
 }
 

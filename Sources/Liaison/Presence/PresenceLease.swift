@@ -64,7 +64,8 @@ public final class PresenceLease: Sendable {
         state.held = false
         throw lost("It is held by \(holder).")
       }
-      let expiry = SystemClock.bootNanoseconds() + duration.clampedNanoseconds
+      let (sum, overflow) = SystemClock.bootNanoseconds().addingReportingOverflow(duration.clampedNanoseconds)
+      let expiry = overflow ? .max : sum
       try presence.writeRecord(fd, record.renewed(until: expiry))
       state.expiry = expiry
       state.held = true

@@ -96,19 +96,20 @@ extension SharedContainer {
   }
 }
 
-/// A signal's file: 32 bytes, read and written under a brief `flock`.
+/// A signal's file: 32 bytes, written under a brief exclusive `flock`, read without any lock.
 ///
 /// ```
 /// offset 0   "LSG1"            magic
 ///        4   Int32             pid of the last poster
 ///        8   UInt64 (LE)       sequence: posts so far
 ///       16   UInt64 (LE)       state
-///       24   8 bytes           zero
+///       24   UInt64 (LE)       FNV-1a hash of bytes 0..<24
 /// ```
 ///
-/// An empty file is a signal never posted (sequence 0, state 0). Any other content is corrupt.
-/// Plain `pread`/`pwrite`, not `mmap`: a file truncated by another process then reads as an error
-/// instead of raising `SIGBUS` in every observer.
+/// An empty file is a signal never posted (sequence 0, state 0). Readers take no lock, so a
+/// process holding a lock on the file cannot stall them; the hash tells a read that overlapped a
+/// write, which is read again. Plain `pread`/`pwrite`, not `mmap`: a file truncated by another
+/// process then reads as an error instead of raising `SIGBUS` in every observer.
 final class SignalFile: Sendable {
   static let size = 32
   static let magic: [UInt8] = Array("LSG1".utf8)
@@ -140,9 +141,9 @@ final class SignalFile: Sendable {
 
   deinit { Syscall.close(descriptor) }
 
-  /// Reads the record under a shared lock.
+  /// Reads the record, without a lock.
   func read() throws(LiaisonError) -> Record {
-    try locked(LOCK_SH) { () throws(LiaisonError) in try decode() }
+    try decode()
   }
 
   /// Increments the sequence and replaces the state with `newState(old)`, under an exclusive
@@ -172,14 +173,27 @@ final class SignalFile: Sendable {
     withUnsafeBytes(of: record.poster.littleEndian) { bytes += $0 }
     withUnsafeBytes(of: record.sequence.littleEndian) { bytes += $0 }
     withUnsafeBytes(of: record.state.littleEndian) { bytes += $0 }
-    bytes += [UInt8](repeating: 0, count: 8)
+    withUnsafeBytes(of: checksum(bytes).littleEndian) { bytes += $0 }
     return bytes
   }
 
-  /// Decodes a signal file's bytes; `nil` when they are not a signal record.
+  /// FNV-1a, 64 bits.
+  static func checksum(_ bytes: some Collection<UInt8>) -> UInt64 {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in bytes {
+      hash ^= UInt64(byte)
+      hash &*= 0x100_0000_01b3
+    }
+    return hash
+  }
+
+  /// Decodes a signal file's bytes; `nil` when they are not a whole signal record (a read that
+  /// overlapped a write, or a corrupt file).
   static func decode(_ bytes: [UInt8]) -> Record? {
     if bytes.isEmpty { return Record() }
     guard bytes.count == size, Array(bytes[0..<4]) == magic else { return nil }
+    let stored = bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: 24, as: UInt64.self)) }
+    guard stored == checksum(bytes[0..<24]) else { return nil }
     return bytes.withUnsafeBytes { raw in
       Record(
         sequence: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
@@ -189,19 +203,23 @@ final class SignalFile: Sendable {
   }
 
   private func decode() throws(LiaisonError) -> Record {
-    let bytes: [UInt8]
-    switch Syscall.read(descriptor, count: Self.size + 1) {
-    case .success(let read): bytes = read
-    case .failure(let error): throw LiaisonError.system(error, "read", path: path)
+    var bytes: [UInt8] = []
+    // A read that overlaps a write sees a mix of both: read again. A file that never decodes is
+    // corrupt.
+    for _ in 0..<100 {
+      switch Syscall.read(descriptor, count: Self.size + 1) {
+      case .success(let read): bytes = read
+      case .failure(let error): throw LiaisonError.system(error, "read", path: path)
+      }
+      if let record = Self.decode(bytes) { return record }
+      if bytes.count != Self.size { break }
+      sched_yield()
     }
-    guard let record = Self.decode(bytes) else {
-      throw LiaisonError(
-        .corruptFile,
-        "The signal file '\(path)' is not a signal record (\(bytes.count) bytes). It holds only the "
-          + "signal's last state: remove it and the signal starts again from 0.",
-        path: path)
-    }
-    return record
+    throw LiaisonError(
+      .corruptFile,
+      "The signal file '\(path)' is not a signal record (\(bytes.count) bytes). It holds only the signal's "
+        + "last state: stop the processes that use '\(name)', remove the file, and the signal starts again from 0.",
+      path: path)
   }
 
   private func locked<T>(_ operation: CInt, _ body: () throws(LiaisonError) -> T) throws(LiaisonError) -> T {

@@ -5,14 +5,15 @@ final class SignalHub: Sendable {
   static let shared = SignalHub()
 
   private struct Observer {
-    var lastSequence: UInt64
+    /// The sequence this observer has seen; `nil` until the subscription has read it.
+    var lastSequence: UInt64?
     let ignoringOwnPosts: Bool
     let deliver: @Sendable (SignalNotification) -> Void
   }
 
   private struct Watched {
     let file: SignalFile
-    var registration: EventRegistration?
+    let registration: EventRegistration
     var observers: [UInt64: Observer] = [:]
     /// Sequence numbers of this process's posts not yet seen by every observer.
     var ownPosts: Set<UInt64> = []
@@ -27,35 +28,30 @@ final class SignalHub: Sendable {
 
   /// Adds an observer of `file`; returns its id for ``unsubscribe(_:id:)``.
   ///
-  /// The watch is in place before the current sequence is read, so a post after this returns
-  /// is always delivered.
+  /// The file's watch is in place before the current sequence is read, so a post after this
+  /// returns is always delivered. The watch is made under the hub's lock, so that a second
+  /// subscriber never returns before the first one's watch exists. (The event loop never takes
+  /// this lock while it holds its own, so the order is safe.)
   func subscribe(
     _ file: SignalFile, ignoringOwnPosts: Bool, deliver: @escaping @Sendable (SignalNotification) -> Void
   ) throws(LiaisonError) -> UInt64 {
     let key = file.key
-    let (id, needsWatch) = state.withLock { state -> (UInt64, Bool) in
-      state.nextID += 1
-      let needsWatch = state.watched[key] == nil
-      if needsWatch { state.watched[key] = Watched(file: file) }
-      state.watched[key]!.observers[state.nextID] = Observer(
-        lastSequence: .max, ignoringOwnPosts: ignoringOwnPosts, deliver: deliver)
-      return (state.nextID, needsWatch)
-    }
-    do throws(LiaisonError) {
-      if needsWatch {
+    let id = try state.withLock { state throws(LiaisonError) -> UInt64 in
+      if state.watched[key] == nil {
         let registration = try EventLoop.watch(.file(descriptor: file.descriptor, doorbell: file.doorbell)) {
           SignalHub.shared.fire(key)
         }
-        let unused = state.withLock { state -> EventRegistration? in
-          guard state.watched[key] != nil else { return registration }  // unsubscribed meanwhile
-          state.watched[key]!.registration = registration
-          return nil
-        }
-        unused?.cancel()
+        state.watched[key] = Watched(file: file, registration: registration)
       }
+      state.nextID += 1
+      state.watched[key]!.observers[state.nextID] = Observer(
+        lastSequence: nil, ignoringOwnPosts: ignoringOwnPosts, deliver: deliver)
+      return state.nextID
+    }
+    do throws(LiaisonError) {
       let sequence = try file.read().sequence
       state.withLock { state in
-        if state.watched[key]?.observers[id]?.lastSequence == .max {
+        if state.watched[key]?.observers[id] != nil, state.watched[key]!.observers[id]!.lastSequence == nil {
           state.watched[key]!.observers[id]!.lastSequence = sequence
         }
       }
@@ -87,7 +83,8 @@ final class SignalHub: Sendable {
   }
 
   /// Called on the event loop when the file changed: delivers to every observer that has not
-  /// seen the current sequence.
+  /// seen the current sequence. Sequences only move forward, so an older read that finishes late
+  /// never takes an observer back.
   private func fire(_ key: FileKey) {
     guard let file = state.withLock({ $0.watched[key]?.file }) else { return }
     // A corrupt or vanished record wakes nobody; readers of `state` get the error.
@@ -96,14 +93,15 @@ final class SignalHub: Sendable {
     let deliveries = state.withLock { state -> [@Sendable (SignalNotification) -> Void] in
       guard var watched = state.watched[key] else { return [] }
       var deliveries: [@Sendable (SignalNotification) -> Void] = []
-      for (id, observer) in watched.observers
-      where observer.lastSequence != .max && record.sequence != observer.lastSequence {
-        let range = observer.lastSequence &+ 1...max(observer.lastSequence &+ 1, record.sequence)
-        let allOwn = watched.ownPosts.filter { range.contains($0) }.count == range.count
-        if !(observer.ignoringOwnPosts && allOwn) { deliveries.append(observer.deliver) }
+      for (id, observer) in watched.observers {
+        guard let last = observer.lastSequence, record.sequence > last else { continue }
+        let onlyOwn =
+          observer.ignoringOwnPosts
+          && UInt64(watched.ownPosts.count { $0 > last && $0 <= record.sequence }) == record.sequence - last
+        if !onlyOwn { deliveries.append(observer.deliver) }
         watched.observers[id]!.lastSequence = record.sequence
       }
-      let oldest = watched.observers.values.map(\.lastSequence).min() ?? record.sequence
+      let oldest = watched.observers.values.compactMap(\.lastSequence).min() ?? record.sequence
       watched.ownPosts = watched.ownPosts.filter { $0 > oldest }
       state.watched[key] = watched
       return deliveries

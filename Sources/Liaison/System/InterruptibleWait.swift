@@ -1,6 +1,10 @@
 import Dispatch
 import SystemPackage
 
+#if os(Linux)
+  import CLiaison
+#endif
+
 #if canImport(Glibc)
   import Glibc
 #elseif canImport(Darwin)
@@ -70,6 +74,9 @@ final class InterruptibleWait: Sendable {
       // The thread records itself before it runs `body`, hence before the result can reach the
       // caller, so `join()` always finds it.
       let started = ThreadSupport.start {
+        #if os(Linux)
+          cliaison_name_thread("liaison-wait")
+        #endif
         self.state.withLock {
           $0.thread = pthread_self()
           $0.spawned = true
