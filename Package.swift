@@ -10,12 +10,14 @@ let package = Package(
   platforms: [.macOS(.v13), .iOS(.v16), .watchOS(.v9), .tvOS(.v16), .visionOS(.v1)],
   products: [
     .library(name: "Liaison", targets: ["Liaison"]),
+    .library(name: "LiaisonStore", targets: ["LiaisonStore"]),
     .executable(name: "liaison", targets: ["liaison"]),
     .executable(name: "liaison-bench", targets: ["liaison-bench"]),
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
   ],
   targets: [
     // Linux calls Swift cannot reach directly (variadic syscall, eventfd).
@@ -23,6 +25,13 @@ let package = Package(
     .target(
       name: "Liaison",
       dependencies: ["CLiaison", .product(name: "SystemPackage", package: "swift-system")],
+      swiftSettings: strictSettings
+    ),
+    // Shared defaults, mailboxes and databases: Liaison plus SQLite (GRDB). Users who need only
+    // locks, presences and signals do not link SQLite.
+    .target(
+      name: "LiaisonStore",
+      dependencies: ["Liaison", "CLiaison", .product(name: "GRDB", package: "GRDB.swift")],
       swiftSettings: strictSettings
     ),
     .executableTarget(
@@ -41,7 +50,7 @@ let package = Package(
     // The "other process" that the tests spawn: it holds, waits, claims and crashes on command.
     .executableTarget(
       name: "LiaisonTestPeer",
-      dependencies: ["Liaison"],
+      dependencies: ["Liaison", "LiaisonStore"],
       swiftSettings: strictSettings
     ),
     // Spawning and driving child processes, shared by the test targets.
@@ -53,6 +62,11 @@ let package = Package(
     .testTarget(
       name: "LiaisonTests",
       dependencies: ["Liaison", "LiaisonTestSupport", "LiaisonTestPeer"],
+      swiftSettings: strictSettings
+    ),
+    .testTarget(
+      name: "LiaisonStoreTests",
+      dependencies: ["LiaisonStore", "LiaisonTestSupport", "LiaisonTestPeer"],
       swiftSettings: strictSettings
     ),
     .testTarget(

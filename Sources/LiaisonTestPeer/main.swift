@@ -34,6 +34,13 @@
 //                               fired), then ended → ok liaison-threads=N
 //   threads-named NAME          → ok COUNT (threads of this process called NAME)
 //   counts                      → ok DESCRIPTORS THREADS
+//   dset DOMAIN KEY INT | dget DOMAIN KEY (→ ok INT | ok nil)
+//   dincrement DOMAIN KEY COUNT   COUNT atomic updates +1        → ok done
+//   dread DOMAIN KEY COUNT        COUNT reads                    → ok done
+//   drefresh DOMAIN KEY COUNTFILE [hang]   refresh a String key whose stale value is "stale";
+//                                 the refresh appends a line to COUNTFILE (with `hang`, it then
+//                                 writes COUNTFILE.started and never finishes) → ok VALUE
+//   dwatch DOMAIN KEY | dnext [MILLISECONDS] (→ ok INT | ok nil | ok none)
 //   residue NAME    with NAME held elsewhere: a timed-out async wait and a cancelled one, with
 //                   this process's descriptor and thread counts before and after
 //                                     → ok FDS THREADS FDS THREADS timedOut=CODE cancelled=TYPE
@@ -41,6 +48,7 @@
 import Dispatch
 import Foundation
 import Liaison
+import LiaisonStore
 
 #if canImport(Glibc)
   import Glibc
@@ -90,6 +98,7 @@ final class Inbox<Item: Sendable>: Sendable {
 let notifications = Inbox<SignalNotification>()
 let presenceChanges = Inbox<(change: PresenceChange, receivedAt: UInt64)>()
 let observerQueue = DispatchQueue(label: "peer.observer")
+let defaultsValues = Inbox<String>()
 var claims: [String: PresenceClaim] = [:]
 var leases: [String: PresenceLease] = [:]
 
@@ -223,6 +232,53 @@ func incrementFile(_ path: String) {
     return try lapseResidue(try container.presence(words[1]))
   case "threads-named":
     return String(threadNames().filter { $0 == words[1] }.count)
+  case "dset":
+    try container.defaults(words[1]).set(Int(words[3])!, for: DefaultsKey<Int>(validating: words[2]))
+    return "set"
+  case "dget":
+    return try container.defaults(words[1]).get(DefaultsKey<Int>(validating: words[2])).map(String.init) ?? "nil"
+  case "dincrement":
+    let defaults = try container.defaults(words[1])
+    let key = try DefaultsKey<Int>(validating: words[2])
+    for _ in 0..<Int(words[3])! { try defaults.update(key) { ($0 ?? 0) + 1 } }
+    return "done"
+  case "dread":
+    let defaults = try container.defaults(words[1])
+    let key = try DefaultsKey<Int>(validating: words[2])
+    for _ in 0..<Int(words[3])! { _ = try defaults.get(key) }
+    return "done"
+  case "drefresh":
+    let defaults = try container.defaults(words[1])
+    let key = try DefaultsKey<String>(validating: words[2])
+    let countFile = words[3]
+    let hang = words.count > 4 && words[4] == "hang"
+    let result = blocking { () -> Result<String, any Error> in
+      do {
+        return .success(
+          try await defaults.refresh(key, timeout: .seconds(60), isFresh: { $0 != "stale" }) {
+            let line = Array("\(getpid())\n".utf8)
+            let fd = open(countFile, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+            _ = write(fd, line, line.count)
+            close(fd)
+            if hang {
+              close(open(countFile + ".started", O_WRONLY | O_CREAT, 0o600))
+              while true { sleep(1000) }
+            }
+            return "fresh-from-\(getpid())"
+          })
+      } catch {
+        return .failure(error)
+      }
+    }
+    return try result.get()
+  case "dwatch":
+    let changes = try container.defaults(words[1]).changes(of: DefaultsKey<Int>(validating: words[2]))
+    presenceWatches["defaults." + words[1]] = Task.detached {
+      for await value in changes { defaultsValues.put(value.map(String.init) ?? "nil") }
+    }
+    return "watching"
+  case "dnext":
+    return defaultsValues.take(milliseconds: words.count > 1 ? Int(words[1])! : 30_000) ?? "none"
   case "counts":
     let (descriptors, threads) = counts()
     return "\(descriptors) \(threads)"

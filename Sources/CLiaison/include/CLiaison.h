@@ -3,10 +3,20 @@
 #ifndef CLIAISON_H
 #define CLIAISON_H
 
-#if defined(__linux__)
-#ifndef _GNU_SOURCE
+// Before any system header, so that glibc declares its GNU extensions (pthread_setname_np).
+#if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE
 #endif
+
+#include <stdint.h>
+
+/// Atomic load (acquire) of a 64-bit word that other processes may update (shared memory).
+static inline uint64_t cliaison_atomic_load(const uint64_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+
+/// Atomic increment (acquire-release) of a 64-bit word in shared memory; returns the new value.
+static inline uint64_t cliaison_atomic_increment(uint64_t *word) { return __atomic_add_fetch(word, 1, __ATOMIC_ACQ_REL); }
+
+#if defined(__linux__)
 #include <errno.h>
 #include <pthread.h>
 #include <sys/eventfd.h>

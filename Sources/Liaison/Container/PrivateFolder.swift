@@ -12,13 +12,13 @@ import SystemPackage
 /// symbolic link planted in the folder never redirects a read or a write, and the folder keeps
 /// meaning the same directory even if its path is renamed underneath. Folders are created 0700 and
 /// files 0600; a folder or file of ours found with looser modes is tightened.
-final class PrivateFolder: Sendable {
+package final class PrivateFolder: Sendable {
   /// The descriptor of the folder, open for the life of this object.
-  let descriptor: CInt
+  package let descriptor: CInt
   /// The folder's path, for messages.
-  let path: String
+  package let path: String
   /// The folder's device and inode, the same in every process whatever path it was opened by.
-  let identity: String
+  package let identity: String
 
   private init(descriptor: CInt, path: String, identity: String) {
     self.descriptor = descriptor
@@ -29,7 +29,7 @@ final class PrivateFolder: Sendable {
   deinit { Syscall.close(descriptor) }
 
   /// Opens (creating it if needed) the folder `name` inside the directory `parent`.
-  static func open(_ name: String, in parent: CInt, parentPath: String) throws(LiaisonError) -> PrivateFolder {
+  package static func open(_ name: String, in parent: CInt, parentPath: String) throws(LiaisonError) -> PrivateFolder {
     let path = parentPath.hasSuffix("/") ? parentPath + name : parentPath + "/" + name
     if mkdirat(parent, name, 0o700) != 0 && errno != EEXIST {
       throw LiaisonError.system(currentErrno(), "create the folder", path: path)
@@ -58,18 +58,18 @@ final class PrivateFolder: Sendable {
   }
 
   /// The path of `name` in this folder, for messages.
-  func path(of name: String) -> String { path + "/" + name }
+  package func path(of name: String) -> String { path + "/" + name }
 
   /// The `notify(3)` name that writers of the file `name` ring on Apple platforms, scoped by
   /// this folder's identity so that two containers never share one.
-  func doorbell(for name: String) -> String { "liaison.\(identity).\(name)" }
+  package func doorbell(for name: String) -> String { "liaison.\(identity).\(name)" }
 
   /// Opens the file `name` for reading and writing, creating it 0600 if `create` is set.
   ///
   /// - Returns: the descriptor, or `nil` when the file does not exist and `create` is not set.
   /// - Throws: ``LiaisonError/Code/unsafeFile`` when a symbolic link, a hard link, a folder or
   ///   another user's file stands at that name.
-  func openFile(_ name: String, create: Bool) throws(LiaisonError) -> CInt? {
+  package func openFile(_ name: String, create: Bool) throws(LiaisonError) -> CInt? {
     let filePath = path(of: name)
     var flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK
     if create { flags |= O_CREAT }
@@ -97,7 +97,7 @@ final class PrivateFolder: Sendable {
   }
 
   /// The names in this folder that follow the naming rule, sorted. Other entries are skipped.
-  func names() throws(LiaisonError) -> [LiaisonName] {
+  package func names() throws(LiaisonError) -> [LiaisonName] {
     // fdopendir takes ownership of the descriptor it is given. A `dup` would share the folder
     // descriptor's offset with concurrent listings; opening "." gives this listing its own.
     let copy = retryOnInterrupt { openat(descriptor, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }

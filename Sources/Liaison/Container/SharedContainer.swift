@@ -92,6 +92,12 @@ public final class SharedContainer: Sendable {
     #endif
   }
 
+  /// Opens (creating it 0700) a folder of Liaison's inside the private folder, for modules of
+  /// this package (the store keeps its databases there).
+  package func privateFolder(_ name: String) throws(LiaisonError) -> PrivateFolder {
+    try PrivateFolder.open(name, in: root.descriptor, parentPath: root.path)
+  }
+
   /// The exclusive-or-shared lock called `name`.
   ///
   /// - Throws: ``LiaisonError/Code/invalidName`` when `name` breaks the naming rule.

@@ -46,14 +46,23 @@ public final class ProcessLock: Sendable {
   /// The lock's name.
   public let name: LiaisonName
   let container: SharedContainer
+  /// The folder holding the lock file: the container's `locks`, or a module's own.
+  private let folder: PrivateFolder
 
   /// Open descriptors on the lock file not currently used by an acquisition, so that an
   /// uncontended lock costs two `flock` calls and no `open`.
   private let idleDescriptors = Locked<[CInt]>([])
   private static let maximumIdleDescriptors = 2
 
-  init(name: LiaisonName, container: SharedContainer) {
+  convenience init(name: LiaisonName, container: SharedContainer) {
+    self.init(name: name, folder: container.lockFolder, container: container)
+  }
+
+  /// A lock whose file lives in `folder`, for modules of this package that keep their locks apart
+  /// from the user's (the store's write locks).
+  package init(name: LiaisonName, folder: PrivateFolder, container: SharedContainer) {
     self.name = name
+    self.folder = folder
     self.container = container
   }
 
@@ -62,7 +71,7 @@ public final class ProcessLock: Sendable {
   }
 
   /// The path of the lock file, for messages.
-  var path: String { container.lockFolder.path(of: name.rawValue) }
+  var path: String { folder.path(of: name.rawValue) }
 
   /// Takes the lock if no other holder prevents it, without waiting.
   ///
@@ -170,7 +179,7 @@ public final class ProcessLock: Sendable {
   private func takeDescriptor() throws(LiaisonError) -> CInt {
     if let fd = idleDescriptors.withLock({ $0.popLast() }) { return fd }
     // `create: true` never returns nil.
-    return try container.lockFolder.openFile(name.rawValue, create: true)!
+    return try folder.openFile(name.rawValue, create: true)!
   }
 
   func returnDescriptor(_ fd: CInt) {

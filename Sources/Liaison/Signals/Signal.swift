@@ -33,9 +33,15 @@ public final class Signal: Sendable {
   public let name: LiaisonName
   let file: SignalFile
 
-  init(name: LiaisonName, container: SharedContainer) throws(LiaisonError) {
+  convenience init(name: LiaisonName, container: SharedContainer) throws(LiaisonError) {
+    try self.init(name: name, folder: container.signalFolder)
+  }
+
+  /// A signal whose file lives in `folder`: the store rings its own signals, in its own folder,
+  /// so that they never collide with the user's.
+  package init(name: LiaisonName, folder: PrivateFolder) throws(LiaisonError) {
     self.name = name
-    self.file = try SignalFile(name: name, folder: container.signalFolder)
+    self.file = try SignalFile(name: name, folder: folder)
   }
 
   /// Notifies every observer, keeping the state as it is.

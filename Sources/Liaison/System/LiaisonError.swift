@@ -25,6 +25,8 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
       case suspended = "suspended"
       case alreadyClaimed = "already claimed"
       case leaseLost = "lease lost"
+      case typeMismatch = "type mismatch"
+      case tooLarge = "too large"
       case system = "system error"
     }
     private let value: Value
@@ -48,6 +50,10 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
     public static let alreadyClaimed = Code(.alreadyClaimed)
     /// A lease lapsed and another process claimed the presence before it was renewed.
     public static let leaseLost = Code(.leaseLost)
+    /// A stored value cannot be read as the type asked for.
+    public static let typeMismatch = Code(.typeMismatch)
+    /// A value is larger than the limit; the message states the limit.
+    public static let tooLarge = Code(.tooLarge)
     /// A system call failed; ``LiaisonError/errno`` says which error.
     public static let system = Code(.system)
 
@@ -79,7 +85,7 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
 
 extension LiaisonError {
   /// A failed system call on a file, with a message that names the file and the call.
-  static func system(_ errno: Errno, _ action: String, path: String) -> LiaisonError {
+  package static func system(_ errno: Errno, _ action: String, path: String) -> LiaisonError {
     let advice: String
     switch errno {
     case .permissionDenied, .notPermitted:

@@ -1,0 +1,105 @@
+import Liaison
+
+extension SharedDefaults {
+  /// Returns the value of `key` if it is fresh; otherwise refreshes it **once across all
+  /// processes** and returns the new value: the OAuth token that the app, the widget and the
+  /// keyboard all find expired at the same moment.
+  ///
+  /// ```swift
+  /// let token = try await defaults.refresh(.token, isFresh: { !$0.isExpired }) {
+  ///   try await api.refreshToken()
+  /// }
+  /// ```
+  ///
+  /// The callers that find the value stale take the key's refresh lock in turn. The first runs
+  /// `fetch` and stores its result; each one after it re-reads under the lock, finds the fresh
+  /// value, and returns it without calling `fetch`. If the refreshing process dies, the kernel
+  /// releases its lock and the next waiter refreshes at once: nobody waits for a staleness
+  /// timeout. Waiting never blocks a thread of Swift's cooperative pool.
+  ///
+  /// - Parameters:
+  ///   - timeout: how long to wait for another process's refresh at most; `nil` waits as long
+  ///     as it takes.
+  ///   - isFresh: whether a stored value can be used as it is.
+  ///   - fetch: makes a new value; runs at most once per refresh, in one process.
+  /// - Throws: ``LiaisonError/Code/timedOut`` when the timeout passes while another process
+  ///   refreshes; `CancellationError` when the task is cancelled while waiting; what `fetch`
+  ///   throws (nothing is stored then, and the next caller tries again).
+  public func refresh<Value>(
+    _ key: DefaultsKey<Value>, timeout: Duration? = nil, isFresh: (Value) -> Bool,
+    using fetch: () async throws -> Value
+  ) async throws -> Value {
+    if let current = try get(key), isFresh(current) { return current }
+    return try await refreshLock(for: key).withLock(timeout: timeout) {
+      // Another process may have refreshed while this one waited: its `set` returned before it
+      // released the lock, so this `get` sees it.
+      if let current = try get(key), isFresh(current) { return current }
+      let value = try await fetch()
+      try set(value, for: key)
+      return value
+    }
+  }
+
+  /// The lock of refreshes of `key` in this domain. Its name is a hash of the domain and key
+  /// (both may be 128 characters long); two keys that share a hash only refresh one at a time.
+  private func refreshLock<Value>(for key: DefaultsKey<Value>) throws(LiaisonError) -> ProcessLock {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in Array(domain.rawValue.utf8) + [0] + Array(key.name.rawValue.utf8) {
+      hash ^= UInt64(byte)
+      hash &*= 0x100_0000_01b3
+    }
+    let name = try LiaisonName("defaults.refresh." + String(hash, radix: 16))
+    return ProcessLock(name: name, folder: store.folder, container: container)
+  }
+}
+
+extension SharedDefaults {
+  /// The value of `key` now, then each new value (`nil` when removed), as an `AsyncSequence`.
+  ///
+  /// Changes in quick succession may coalesce into the latest; consecutive elements differ.
+  /// Ending the iteration ends the watch.
+  public func changes<Value: Equatable>(of key: DefaultsKey<Value>) throws(LiaisonError) -> DefaultsValueChanges<Value>
+  {
+    DefaultsValueChanges(defaults: self, key: key, notifications: try changes())
+  }
+}
+
+/// The values of one key over time: see ``SharedDefaults/changes(of:)``.
+public struct DefaultsValueChanges<Value: Codable & Sendable & Equatable>: AsyncSequence, Sendable {
+  public typealias Element = Value?
+
+  let defaults: SharedDefaults
+  let key: DefaultsKey<Value>
+  let notifications: SignalNotifications
+
+  public func makeAsyncIterator() -> AsyncIterator {
+    AsyncIterator(defaults: defaults, key: key, notifications: notifications.makeAsyncIterator())
+  }
+
+  public struct AsyncIterator: AsyncIteratorProtocol {
+    let defaults: SharedDefaults
+    let key: DefaultsKey<Value>
+    var notifications: SignalNotifications.AsyncIterator
+    var last: Value??
+
+    /// The next different value; `nil` (the end) when the iteration is cancelled or the value
+    /// cannot be read (a damaged store, or a value of another type).
+    public mutating func next() async -> Value?? {
+      while true {
+        if last != nil {
+          guard await notifications.next() != nil else { return nil }
+        }
+        let value: Value?
+        do {
+          value = try defaults.get(key)
+        } catch {
+          return nil  // `try?` would not do: it would take a missing value (nil) for an error
+        }
+        if last == nil || last! != value {
+          last = .some(value)
+          return .some(value)
+        }
+      }
+    }
+  }
+}

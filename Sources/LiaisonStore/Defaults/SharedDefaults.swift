@@ -1,0 +1,318 @@
+import Foundation
+import GRDB
+import Liaison
+
+/// Typed settings and state shared by every process of a container, atomic across processes and
+/// observable: the replacement for App Group `UserDefaults` and hand-made token files.
+///
+/// ```swift
+/// let defaults = try container.defaults("settings")
+/// let theme = DefaultsKey<String>("theme")
+/// try defaults.set("dark", for: theme)
+/// let current = try defaults.get(theme)                   // "dark", in every process at once
+/// try defaults.update(DefaultsKey<Int>("launches")) { ($0 ?? 0) + 1 }   // atomic across processes
+/// ```
+///
+/// Values are any `Codable` type, stored as JSON (or as raw bytes for `Data`), at most
+/// ``maximumValueSize`` bytes each, in an SQLite database in the container's private folder.
+///
+/// **Reads** come from an in-process cache that is checked, at every `get`, against a counter
+/// that every process maps and every write increments: a `get` that finds the cache current costs
+/// a lock and a dictionary lookup, and a `get` after another process's `set` has returned always
+/// sees the new value. **Writes** are serialised across processes by a process lock taken before
+/// SQLite's `BEGIN IMMEDIATE`, so no caller ever sees `SQLITE_BUSY`; each write rings the domain's
+/// signal, which feeds ``changes()`` and ``changes(of:)`` in every process.
+public final class SharedDefaults: Sendable {
+  /// The largest value, in bytes of its stored form.
+  public static let maximumValueSize = 1 << 20
+
+  /// The domain's name.
+  public let domain: LiaisonName
+  let store: StoreDatabase
+  let container: SharedContainer
+  private let slot: Int
+  private let signal: Signal
+  private let cache = Locked(Cache())
+
+  private struct Cache {
+    /// The counter value the entries are current for; `nil` when empty.
+    var generation: UInt64?
+    var entries: [String: Entry] = [:]
+  }
+
+  private struct Entry {
+    let stored: StoredValue?
+    var decoded: (type: ObjectIdentifier, value: any Sendable)?
+  }
+
+  init(domain: LiaisonName, container: SharedContainer) throws(LiaisonError) {
+    self.domain = domain
+    self.container = container
+    store = try StoreDatabase.shared(container, name: "defaults", migrator: Self.migrator)
+    slot = GenerationCounters.slot(for: domain.rawValue)
+    signal = try Signal(name: domain, folder: try container.privateFolder("store-signals"))
+  }
+
+  // MARK: Reading
+
+  /// The value of `key`, or `nil` if it has none.
+  ///
+  /// - Throws: ``LiaisonError/Code/typeMismatch`` when the stored value cannot be read as
+  ///   `Value`; ``LiaisonError/Code/corruptFile`` when the store is damaged.
+  public func get<Value>(_ key: DefaultsKey<Value>) throws(LiaisonError) -> Value? {
+    let generation = store.generations.load(slot)
+    let cached = cache.withLock { cache -> Entry? in
+      if cache.generation != generation {
+        cache.generation = generation
+        cache.entries.removeAll(keepingCapacity: true)
+      }
+      return cache.entries[key.name.rawValue]
+    }
+    if let cached {
+      if let decoded = cached.decoded, decoded.type == ObjectIdentifier(Value.self) {
+        return (decoded.value as! Value)
+      }
+      return try remember(cached.stored, for: key, generation: generation)
+    }
+    let stored = try store.read { db in try StoredValue.fetch(db, domain: domain, key: key.name) }
+    return try remember(stored, for: key, generation: generation)
+  }
+
+  /// Decodes `stored` and keeps it in the cache, unless the cache has moved on meanwhile.
+  private func remember<Value>(
+    _ stored: StoredValue?, for key: DefaultsKey<Value>, generation: UInt64
+  ) throws(LiaisonError) -> Value? {
+    let value: Value? = try stored.map { stored throws(LiaisonError) in try stored.decode(key, domain: domain) }
+    cache.withLock { cache in
+      guard cache.generation == generation else { return }
+      cache.entries[key.name.rawValue] = Entry(
+        stored: stored, decoded: value.map { (ObjectIdentifier(Value.self), $0 as any Sendable) })
+    }
+    return value
+  }
+
+  /// The names of every key that has a value, sorted.
+  public func keys() throws(LiaisonError) -> [String] {
+    try store.read { db in
+      try String.fetchAll(
+        db, sql: "SELECT key FROM defaults_entry WHERE domain = ? ORDER BY key", arguments: [domain.rawValue])
+    }
+  }
+
+  /// Every value of the domain in its stored form (JSON text, or raw bytes for `Data`), by key.
+  public func snapshot() throws(LiaisonError) -> [String: Data] {
+    try store.read { db in
+      var snapshot: [String: Data] = [:]
+      let rows = try Row.fetchAll(
+        db, sql: "SELECT key, value FROM defaults_entry WHERE domain = ?", arguments: [domain.rawValue])
+      for row in rows { snapshot[row["key"]] = row["value"] }
+      return snapshot
+    }
+  }
+
+  // MARK: Writing
+
+  /// Stores `value` for `key`. Once this returns, a `get` in any process returns it.
+  ///
+  /// - Throws: ``LiaisonError/Code/tooLarge`` when the stored form exceeds
+  ///   ``maximumValueSize``.
+  public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) throws(LiaisonError) {
+    let stored = try StoredValue(value, key: key, domain: domain)
+    try write { db in try stored.save(db, domain: domain, key: key.name) }
+  }
+
+  /// Removes the value of `key`, if any.
+  public func remove<Value>(_ key: DefaultsKey<Value>) throws(LiaisonError) {
+    try remove(named: key.name)
+  }
+
+  /// Removes the value of the key called `name`, whatever its type.
+  public func remove(named name: LiaisonName) throws(LiaisonError) {
+    try write { db in
+      try db.execute(
+        sql: "DELETE FROM defaults_entry WHERE domain = ? AND key = ?", arguments: [domain.rawValue, name.rawValue])
+    }
+  }
+
+  /// Removes every value of the domain.
+  public func removeAll() throws(LiaisonError) {
+    try write { db in
+      try db.execute(sql: "DELETE FROM defaults_entry WHERE domain = ?", arguments: [domain.rawValue])
+    }
+  }
+
+  /// Replaces the value of `key` with `transform(old)`, atomically across processes: no other
+  /// process writes the domain between the read and the write. Returning `nil` removes the value.
+  ///
+  /// ```swift
+  /// try defaults.update(launches) { ($0 ?? 0) + 1 }
+  /// ```
+  ///
+  /// - Returns: the new value.
+  /// - Throws: what `transform` throws (nothing is written then), or a ``LiaisonError``.
+  @discardableResult
+  public func update<Value>(_ key: DefaultsKey<Value>, _ transform: (Value?) throws -> Value?) throws -> Value? {
+    try transaction { transaction in
+      let new = try transform(try transaction.get(key))
+      if let new { try transaction.set(new, for: key) } else { try transaction.remove(key) }
+      return new
+    }
+  }
+
+  /// Runs `body` as one transaction over the domain, atomically across processes: its reads see
+  /// no other process's writes, and its writes are seen all together or not at all.
+  ///
+  /// - Throws: what `body` throws (nothing is written then), or a ``LiaisonError``.
+  public func transaction<Result>(_ body: (DefaultsTransaction) throws -> Result) throws -> Result {
+    // What `body` throws rolls the transaction back and reaches the caller as it was thrown.
+    var failure: (any Error)?
+    do {
+      return try write { db in
+        do {
+          return try body(DefaultsTransaction(db: db, domain: domain))
+        } catch {
+          failure = error
+          throw error
+        }
+      }
+    } catch {
+      throw failure ?? error
+    }
+  }
+
+  /// Writes, then tells every process: the counter moves before this returns, and the signal
+  /// wakes observers.
+  private func write<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
+    let result = try store.write(body)
+    let generation = store.generations.increment(slot)
+    try? signal.post(state: generation)
+    return result
+  }
+
+  // MARK: Observing
+
+  /// Every change of the domain, as the notifications of its signal (coalescing, like every
+  /// ``Signal``): after each, `get` returns the new values.
+  public func changes() throws(LiaisonError) -> SignalNotifications {
+    try signal.notifications()
+  }
+
+  // MARK: Schema
+
+  static let migrator: DatabaseMigrator = {
+    var migrator = DatabaseMigrator()
+    migrator.registerMigration("defaults v1") { db in
+      try db.execute(
+        sql: """
+          CREATE TABLE defaults_entry (
+            domain TEXT NOT NULL,
+            key TEXT NOT NULL,
+            kind INTEGER NOT NULL,
+            value BLOB NOT NULL,
+            PRIMARY KEY (domain, key)
+          ) WITHOUT ROWID
+          """)
+    }
+    return migrator
+  }()
+}
+
+/// The reads and writes of one ``SharedDefaults/transaction(_:)``.
+public struct DefaultsTransaction {
+  let db: Database
+  let domain: LiaisonName
+
+  /// The value of `key` as this transaction sees it.
+  public func get<Value>(_ key: DefaultsKey<Value>) throws -> Value? {
+    try StoredValue.fetch(db, domain: domain, key: key.name)?.decode(key, domain: domain)
+  }
+
+  /// Stores `value` for `key` when the transaction commits.
+  public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) throws {
+    try StoredValue(value, key: key, domain: domain).save(db, domain: domain, key: key.name)
+  }
+
+  /// Removes the value of `key` when the transaction commits.
+  public func remove<Value>(_ key: DefaultsKey<Value>) throws {
+    try db.execute(
+      sql: "DELETE FROM defaults_entry WHERE domain = ? AND key = ?", arguments: [domain.rawValue, key.name.rawValue])
+  }
+}
+
+/// A value as stored: JSON, or raw bytes for `Data`.
+struct StoredValue: Sendable {
+  enum Kind: Int {
+    case json = 0
+    case data = 1
+  }
+  let kind: Kind
+  let bytes: Data
+
+  init<Value: Encodable>(_ value: Value, key: DefaultsKey<some Codable & Sendable>, domain: LiaisonName)
+    throws(LiaisonError)
+  {
+    if let data = value as? Data {
+      (kind, bytes) = (.data, data)
+    } else {
+      do {
+        (kind, bytes) = (.json, try JSONEncoder().encode(value))
+      } catch {
+        throw LiaisonError(.invalidArgument, "The value for '\(key.name)' in '\(domain)' cannot be encoded: \(error).")
+      }
+    }
+    guard bytes.count <= SharedDefaults.maximumValueSize else {
+      throw LiaisonError(
+        .tooLarge,
+        "The value for '\(key.name)' in '\(domain)' is \(bytes.count) bytes; a value may be at most "
+          + "\(SharedDefaults.maximumValueSize) bytes. Store large data in a file or a shared database.")
+    }
+  }
+
+  private init(kind: Kind, bytes: Data) {
+    self.kind = kind
+    self.bytes = bytes
+  }
+
+  static func fetch(_ db: Database, domain: LiaisonName, key: LiaisonName) throws -> StoredValue? {
+    guard
+      let row = try Row.fetchOne(
+        db, sql: "SELECT kind, value FROM defaults_entry WHERE domain = ? AND key = ?",
+        arguments: [domain.rawValue, key.rawValue])
+    else { return nil }
+    return StoredValue(kind: Kind(rawValue: row["kind"]) ?? .json, bytes: row["value"])
+  }
+
+  func save(_ db: Database, domain: LiaisonName, key: LiaisonName) throws {
+    try db.execute(
+      sql: """
+        INSERT INTO defaults_entry (domain, key, kind, value) VALUES (?, ?, ?, ?)
+        ON CONFLICT (domain, key) DO UPDATE SET kind = excluded.kind, value = excluded.value
+        """,
+      arguments: [domain.rawValue, key.rawValue, kind.rawValue, bytes])
+  }
+
+  func decode<Value>(_ key: DefaultsKey<Value>, domain: LiaisonName) throws(LiaisonError) -> Value {
+    if kind == .data, let data = bytes as? Value { return data }
+    do {
+      guard kind == .json else {
+        throw DecodingError.typeMismatch(Value.self, .init(codingPath: [], debugDescription: "raw bytes"))
+      }
+      return try JSONDecoder().decode(Value.self, from: bytes)
+    } catch {
+      throw LiaisonError(
+        .typeMismatch,
+        "The value of '\(key.name)' in '\(domain)' cannot be read as \(Value.self) (it was stored as another type). "
+          + "Read it with the type it was written with, or overwrite it.")
+    }
+  }
+}
+
+extension SharedContainer {
+  /// The shared defaults domain called `domain`.
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidName`` when `domain` breaks the naming rule;
+  ///   ``LiaisonError/Code/corruptFile`` when the store is damaged or newer than this program.
+  public func defaults(_ domain: String) throws(LiaisonError) -> SharedDefaults {
+    try SharedDefaults(domain: try LiaisonName(domain), container: self)
+  }
+}

@@ -1,0 +1,69 @@
+import CLiaison
+import Liaison
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// 512 counters of 64 bits in a 4 KiB file that every process maps: a writer increments a
+/// slot after it commits, and a reader compares the slot with the value its cache was filled at.
+/// An atomic load is the whole cost of knowing that a cached value is still current.
+///
+/// Many names share a slot (by hash); a shared slot only costs an extra reload, never a stale
+/// read. The file only ever grows to its size and is never truncated by Liaison. Like SQLite's own
+/// `-shm` file, which SQLite also maps, a process that truncates it under a running reader would
+/// crash that reader (SIGBUS); the threat model leaves processes of the same user out.
+final class GenerationCounters: @unchecked Sendable {
+  static let slotCount = 512
+  private static let size = slotCount * MemoryLayout<UInt64>.size
+
+  private let words: UnsafeMutablePointer<UInt64>
+  let path: String
+
+  init(folder: PrivateFolder, name: String) throws(LiaisonError) {
+    path = folder.path(of: name)
+    let fd = try folder.openFile(name, create: true)!
+    defer { close(fd) }
+    flock(fd, LOCK_EX)
+    var info = stat()
+    fstat(fd, &info)
+    if info.st_size < Self.size && ftruncate(fd, off_t(Self.size)) != 0 {
+      let error = errno
+      flock(fd, LOCK_UN)
+      throw LiaisonError(.system, "Could not size the counters file '\(path)'; check the disk.", path: path)
+        .withErrno(error)
+    }
+    flock(fd, LOCK_UN)
+    guard let mapping = mmap(nil, Self.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), mapping != MAP_FAILED
+    else {
+      throw LiaisonError(.system, "Could not map the counters file '\(path)'.", path: path).withErrno(errno)
+    }
+    words = mapping.assumingMemoryBound(to: UInt64.self)
+  }
+
+  deinit { munmap(words, Self.size) }
+
+  /// The slot that `name` uses.
+  static func slot(for name: String) -> Int {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in name.utf8 {
+      hash ^= UInt64(byte)
+      hash &*= 0x100_0000_01b3
+    }
+    return Int(hash % UInt64(slotCount))
+  }
+
+  func load(_ slot: Int) -> UInt64 { cliaison_atomic_load(words + slot) }
+
+  @discardableResult
+  func increment(_ slot: Int) -> UInt64 { cliaison_atomic_increment(words + slot) }
+}
+
+extension LiaisonError {
+  /// The same error with the system error `code` attached.
+  func withErrno(_ code: CInt) -> LiaisonError {
+    LiaisonError(self.code, message, errno: .init(rawValue: code), path: path)
+  }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import GRDB
+import Liaison
+
+/// One SQLite database of the store, in the container's `.liaison/store` folder, shared by every
+/// process: a GRDB `DatabasePool` (WAL: readers never wait for the writer) whose writes are
+/// serialised across processes by a ``ProcessLock`` taken before SQLite's `BEGIN IMMEDIATE`.
+///
+/// The lock turns contention into an immediate kernel hand-off: SQLite's busy handler, which
+/// sleeps 1, 2, 5 … 100 ms between attempts, is never what a writer of Liaison's waits in. (It
+/// stays as a fallback against writers that do not take the lock, such as the `sqlite3` shell.)
+final class StoreDatabase: Sendable {
+  let pool: DatabasePool
+  let path: String
+  let folder: PrivateFolder
+  let generations: GenerationCounters
+  private let writeLock: ProcessLock
+
+  private init(
+    pool: DatabasePool, path: String, folder: PrivateFolder, generations: GenerationCounters, writeLock: ProcessLock
+  ) {
+    self.pool = pool
+    self.path = path
+    self.folder = folder
+    self.generations = generations
+    self.writeLock = writeLock
+  }
+
+  private static let registry = Locked<[String: StoreDatabase]>([:])
+
+  /// The database `name` of `container`, opened once per process and migrated once across
+  /// processes.
+  static func shared(
+    _ container: SharedContainer, name: String, migrator: DatabaseMigrator
+  ) throws(LiaisonError) -> StoreDatabase {
+    let folder = try container.privateFolder("store")
+    let key = folder.identity + "/" + name
+    return try registry.withLock { registry throws(LiaisonError) in
+      if let open = registry[key] { return open }
+      let database = try open(container, folder: folder, name: name, migrator: migrator)
+      registry[key] = database
+      return database
+    }
+  }
+
+  private static func open(
+    _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator
+  ) throws(LiaisonError) -> StoreDatabase {
+    let file = name + ".sqlite"
+    let path = folder.path(of: file)
+    // SQLite follows symbolic links; check each file it will open with Liaison's own safe open
+    // first (created 0600 if missing), so that a planted link or foreign file is refused.
+    if let fd = try folder.openFile(file, create: true) { close(fd) }
+    for suffix in ["-wal", "-shm"] {
+      if let fd = try folder.openFile(file + suffix, create: false) { close(fd) }
+    }
+    var configuration = Configuration()
+    configuration.busyMode = .timeout(10)
+    configuration.label = "Liaison.\(name)"
+    let writeLock = ProcessLock(name: try LiaisonName(name + ".write"), folder: folder, container: container)
+    let pool: DatabasePool
+    do {
+      pool = try DatabasePool(path: path, configuration: configuration)
+    } catch {
+      throw translate(error, path: path)
+    }
+    let database = StoreDatabase(
+      pool: pool, path: path, folder: folder,
+      generations: try GenerationCounters(folder: folder, name: name + ".generations"), writeLock: writeLock)
+    try database.write { _ in }  // fail now, not on first use, if the file is not a database
+    do {
+      let held = try writeLock.lock()
+      defer { held.unlock() }
+      try migrator.migrate(pool)
+      if try pool.read(migrator.hasBeenSuperseded) {
+        throw LiaisonError(
+          .corruptFile,
+          "The store '\(path)' was written by a newer version of Liaison, with a schema this version "
+            + "does not know. Update this program; the file is left as it is.",
+          path: path)
+      }
+    } catch let error as LiaisonError {
+      throw error
+    } catch {
+      throw translate(error, path: path)
+    }
+    return database
+  }
+
+  /// Runs `body` in a write transaction, holding the store's process lock.
+  func write<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
+    let held = try writeLock.lock()
+    defer { held.unlock() }
+    do {
+      return try pool.writeWithoutTransaction { db in
+        var result: T?
+        try db.inTransaction(.immediate) {
+          result = try body(db)
+          return .commit
+        }
+        return result!
+      }
+    } catch let error as LiaisonError {
+      throw error
+    } catch {
+      throw Self.translate(error, path: path)
+    }
+  }
+
+  /// Runs `body` in a read transaction; never waits for writers.
+  func read<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
+    do {
+      return try pool.read(body)
+    } catch let error as LiaisonError {
+      throw error
+    } catch {
+      throw Self.translate(error, path: path)
+    }
+  }
+
+  /// A GRDB or SQLite error as a ``LiaisonError`` that names the file and says what to do.
+  static func translate(_ error: any Error, path: String) -> LiaisonError {
+    guard let error = error as? DatabaseError else {
+      return LiaisonError(.system, "The store '\(path)' failed: \(error)", path: path)
+    }
+    switch error.resultCode {
+    case .SQLITE_NOTADB, .SQLITE_CORRUPT:
+      return LiaisonError(
+        .corruptFile,
+        "The store '\(path)' is not a readable SQLite database (\(error.message ?? "damaged")). Liaison will not "
+          + "replace it: move it (and its -wal and -shm files) aside to keep the data for recovery, and a new "
+          + "store is created on next use.",
+        path: path)
+    case .SQLITE_FULL:
+      return LiaisonError(.system, "The disk holding the store '\(path)' is full; free some space.", path: path)
+    case .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_PERM:
+      return LiaisonError(
+        .system,
+        "The store '\(path)' cannot be written (\(error.message ?? "\(error.resultCode)")). Check the "
+          + "permissions of the container folder.", path: path)
+    default:
+      return LiaisonError(.system, "The store '\(path)' failed: \(error.message ?? "\(error.resultCode)").", path: path)
+    }
+  }
+}
