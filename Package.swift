@@ -38,6 +38,7 @@ let package = Package(
       name: "liaison",
       dependencies: [
         "Liaison",
+        "LiaisonStore",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ],
       swiftSettings: strictSettings

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Liaison
+import LiaisonStore
 
 struct DemoCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
@@ -42,15 +43,13 @@ struct DemoCommand: AsyncParsableCommand {
 
   /// Question 2: only one process may refresh the token.
   private func tokenScene(_ container: SharedContainer) throws {
-    print("2. Three processes find the token expired at once; who refreshes it?  (ProcessLock)")
-    let tokenFile = container.directory + "/token"
-    try "v1 expired".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+    print("2. Three processes find the token expired at once; who refreshes it?  (SharedDefaults.refresh)")
+    let auth = try container.defaults("auth")
+    try auth.set("v1 expired", for: Self.token)
     let roles = ["app", "widget", "keyboard"]
-    let actors = try roles.map {
-      try DemoActor(role: "token-client", container: container, arguments: [$0, tokenFile])
-    }
+    let actors = try roles.map { try DemoActor(role: "token-client", container: container, arguments: [$0]) }
     for actor in actors { try actor.expect("ready") }
-    say("all", "app, widget and keyboard need the token and take the \"token-refresh\" lock")
+    say("all", "app, widget and keyboard read the token \"v1 expired\" and ask for a refresh at once")
     for actor in actors { actor.send("go") }
 
     // Each answers "<monotonic ns> <what it did>"; tell them in the order they happened.
@@ -63,9 +62,11 @@ struct DemoCommand: AsyncParsableCommand {
       say(role, what)
     }
     let refreshes = results.filter { $0.1.hasPrefix("refreshed") }.count
-    let token = try String(contentsOfFile: tokenFile, encoding: .utf8)
+    let token = try auth.get(Self.token) ?? ""
     print("   \(refreshes) refresh for \(actors.count) processes; the token is now \"\(token)\".\n")
   }
+
+  static let token = DefaultsKey<String>("token")
 
   /// Question 3: tell the other side that something changed.
   private func doorbellScene(_ container: SharedContainer) async throws {
@@ -170,19 +171,23 @@ struct DemoActorCommand: AsyncParsableCommand {
       while Swift.readLine() != nil {}
       claim.release()
     case "token-client":
-      let (who, tokenFile) = (arguments[0], arguments[1])
+      let who = arguments[0]
+      let auth = try container.defaults("auth")
       announce("ready")
       _ = Swift.readLine()
-      try await container.lock("token-refresh").withLock(timeout: .seconds(30)) {
-        let token = try String(contentsOfFile: tokenFile, encoding: .utf8)
-        let takenAt = DispatchTime.now().uptimeNanoseconds
-        if token.hasSuffix("expired") {
-          try await Task.sleep(for: .milliseconds(150))  // the network round trip of a real refresh
-          try "v2 fresh (refreshed by the \(who))".write(toFile: tokenFile, atomically: true, encoding: .utf8)
-          announce("\(takenAt) refreshed the token: \"v1 expired\" → \"v2 fresh\"")
-        } else {
-          announce("\(takenAt) got the lock; the token is already fresh, nothing to do")
-        }
+      let refreshedHere = Locked(false)
+      let token = try await auth.refresh(
+        DemoCommand.token, timeout: .seconds(30), isFresh: { !$0.hasSuffix("expired") }
+      ) {
+        try await Task.sleep(for: .milliseconds(150))  // the network round trip of a real refresh
+        refreshedHere.withLock { $0 = true }
+        return "v2 fresh (refreshed by the \(who))"
+      }
+      let doneAt = DispatchTime.now().uptimeNanoseconds
+      if refreshedHere.withLock({ $0 }) {
+        announce("\(doneAt) refreshed the token: \"v1 expired\" → \"v2 fresh\"")
+      } else {
+        announce("\(doneAt) waited, then found \"\(token)\": nothing to do")
       }
     case "doorbell-app":
       let changes = try container.signal("notes-changed").notifications()

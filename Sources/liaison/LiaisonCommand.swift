@@ -5,7 +5,7 @@ import Liaison
 struct LiaisonCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "liaison",
-    abstract: "Inspect and drive the locks, presences and signals that processes share in a container.",
+    abstract: "Inspect and drive the locks, presences, signals and defaults that processes share in a container.",
     discussion: """
       The container is --container PATH, else $\(SharedContainer.environmentVariable), else \
       \(SharedContainer.defaultDirectory).
@@ -18,7 +18,7 @@ struct LiaisonCommand: AsyncParsableCommand {
       """,
     subcommands: [
       LockCommand.self, PresenceCommand.self, PostCommand.self, WaitCommand.self, ObserveCommand.self,
-      StateCommand.self, StatusCommand.self, DemoCommand.self, DemoActorCommand.self,
+      StateCommand.self, DefaultsCommand.self, StatusCommand.self, DemoCommand.self, DemoActorCommand.self,
     ]
   )
 }

@@ -1,10 +1,11 @@
 import ArgumentParser
 import Liaison
+import LiaisonStore
 
 struct StatusCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "status",
-    abstract: "Show everything in the container at a glance: presences, locks and signals.",
+    abstract: "Show everything in the container at a glance: presences, locks, signals and defaults.",
     discussion: """
       Lock states come from a non-blocking probe that takes and releases each free lock for a \
       moment; a process's tryLock at that very moment may find it taken.
@@ -24,11 +25,17 @@ struct StatusCommand: AsyncParsableCommand {
     let state: UInt64
   }
 
+  struct DomainReport: Encodable {
+    let name: String
+    let keys: Int
+  }
+
   struct Report: Encodable {
     let container: String
     let presences: [PresenceReport]
     let locks: [LockReport]
     let signals: [SignalReport]
+    let defaults: [DomainReport]
   }
 
   func run() async throws {
@@ -38,7 +45,8 @@ struct StatusCommand: AsyncParsableCommand {
         container: container.directory,
         presences: try container.presences().map(PresenceReport.init),
         locks: try container.locks().map { LockReport(name: $0.name.rawValue, state: "\(try $0.probe())") },
-        signals: try container.signals().map { SignalReport(name: $0.name.rawValue, state: try $0.state) }
+        signals: try container.signals().map { SignalReport(name: $0.name.rawValue, state: try $0.state) },
+        defaults: try container.defaultsDomains().map { DomainReport(name: $0.domain.rawValue, keys: $0.keyCount) }
       )
     }
     if json { return try printJSON(report) }
@@ -54,6 +62,10 @@ struct StatusCommand: AsyncParsableCommand {
     print("Signals:" + (report.signals.isEmpty ? " none" : ""))
     for signal in report.signals {
       print("  \(signal.name)\tstate \(signal.state)")
+    }
+    print("Defaults:" + (report.defaults.isEmpty ? " none" : ""))
+    for domain in report.defaults {
+      print("  \(domain.name)\t\(domain.keys) key" + (domain.keys == 1 ? "" : "s"))
     }
   }
 }

@@ -132,6 +132,32 @@ struct CLITests {
     #expect(try liaison(["post", "bad/name"]).status == 64)
   }
 
+  @Test func defaultsWriteReadDeleteAndStatus() throws {
+    #expect(try liaison(["defaults", "write", "settings", "theme", "dark"]).status == 0)
+    #expect(try liaison(["defaults", "write", "settings", "volume", "0.8"]).status == 0)
+    #expect(try liaison(["defaults", "read", "settings", "theme"]).output == "\"dark\"\n")
+    #expect(try liaison(["defaults", "read", "settings"]).output == "theme = \"dark\"\nvolume = 0.8\n")
+    #expect(try liaison(["defaults", "read", "settings", "missing"]).status == 1)
+    #expect(try liaison(["status", "--json"]).output.contains("\"defaults\":[{\"keys\":2,\"name\":\"settings\"}]"))
+    #expect(try liaison(["defaults", "delete", "settings", "theme"]).status == 0)
+    #expect(try liaison(["defaults", "read", "settings", "theme"]).status == 1)
+    #expect(try liaison(["defaults", "delete", "settings"]).status == 0)
+    #expect(try liaison(["defaults", "read", "settings"]).output.isEmpty)
+    #expect(try liaison(["defaults", "write", "bad key", "x", "y"]).status == 64)
+  }
+
+  @Test func defaultsObservePrintsTheValueThenEachChange() throws {
+    let observer = try ChildProcess(
+      productsDirectory().appendingPathComponent("liaison").path,
+      ["defaults", "observe", "app", "mode", "--container", directory.path])
+    defer { observer.kill(SIGKILL) }
+    #expect(try observer.readLine() == "null")
+    #expect(try liaison(["defaults", "write", "app", "mode", "dark"]).status == 0)
+    #expect(try observer.readLine() == "\"dark\"")
+    #expect(try liaison(["defaults", "delete", "app", "mode"]).status == 0)
+    #expect(try observer.readLine() == "null")
+  }
+
   @Test func theDemoRunsToTheEndAndExitsZero() throws {
     let demo = try liaison(["demo"])
     #expect(demo.status == 0)

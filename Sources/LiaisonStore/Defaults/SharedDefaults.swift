@@ -268,7 +268,7 @@ struct StoredValue: Sendable {
     }
   }
 
-  private init(kind: Kind, bytes: Data) {
+  fileprivate init(kind: Kind, bytes: Data) {
     self.kind = kind
     self.bytes = bytes
   }
@@ -314,5 +314,64 @@ extension SharedContainer {
   ///   ``LiaisonError/Code/corruptFile`` when the store is damaged or newer than this program.
   public func defaults(_ domain: String) throws(LiaisonError) -> SharedDefaults {
     try SharedDefaults(domain: try LiaisonName(domain), container: self)
+  }
+}
+
+extension SharedDefaults {
+  /// The stored JSON of the key called `name`, for tools that do not know its type; `nil` when
+  /// it has no value. A `Data` value comes back as its raw bytes.
+  public func json(for name: LiaisonName) throws(LiaisonError) -> Data? {
+    try store.read { db in try StoredValue.fetch(db, domain: domain, key: name)?.bytes }
+  }
+
+  /// Stores JSON text for the key called `name`, for tools that do not know its type (the
+  /// `liaison defaults write` command). Any JSON value is accepted, including a bare string or
+  /// number.
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidArgument`` when `json` is not valid JSON;
+  ///   ``LiaisonError/Code/tooLarge`` over ``maximumValueSize``.
+  public func setJSON(_ json: Data, for name: LiaisonName) throws(LiaisonError) {
+    guard (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) != nil else {
+      throw LiaisonError(.invalidArgument, "The value for '\(name)' in '\(domain)' is not valid JSON.")
+    }
+    let stored = try StoredValue(json: json, key: name, domain: domain)
+    try write { db in try stored.save(db, domain: domain, key: name) }
+  }
+}
+
+extension StoredValue {
+  /// JSON text as given, checked against the size limit.
+  init(json: Data, key: LiaisonName, domain: LiaisonName) throws(LiaisonError) {
+    guard json.count <= SharedDefaults.maximumValueSize else {
+      throw LiaisonError(
+        .tooLarge,
+        "The value for '\(key)' in '\(domain)' is \(json.count) bytes; a value may be at most "
+          + "\(SharedDefaults.maximumValueSize) bytes.")
+    }
+    self.init(kind: .json, bytes: json)
+  }
+}
+
+extension SharedContainer {
+  /// Every defaults domain that has values, with how many keys each has, by name. Opens no store
+  /// that does not exist yet.
+  public func defaultsDomains() throws(LiaisonError) -> [(domain: LiaisonName, keyCount: Int)] {
+    let folder = try privateFolder("store")
+    guard let fd = try folder.openFile("defaults.sqlite", create: false) else { return [] }
+    close(fd)
+    let store = try StoreDatabase.shared(self, name: "defaults", migrator: SharedDefaults.migrator)
+    return try store.read { db in
+      try Row.fetchAll(db, sql: "SELECT domain, count(*) AS n FROM defaults_entry GROUP BY domain ORDER BY domain")
+        .compactMap { row in LiaisonName(storedName: row["domain"]).map { ($0, row["n"]) } }
+    }
+  }
+}
+
+extension LiaisonName {
+  /// A name read back from the store; `nil` if it does not follow the rule (never written by
+  /// Liaison).
+  init?(storedName: String) {
+    guard let name = try? LiaisonName(storedName) else { return nil }
+    self = name
   }
 }
