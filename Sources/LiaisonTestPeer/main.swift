@@ -255,17 +255,19 @@ func incrementFile(_ path: String) {
     let result = blocking { () -> Result<String, any Error> in
       do {
         return .success(
-          try await defaults.refresh(key, timeout: .seconds(60), isFresh: { $0 != "stale" }) {
-            let line = Array("\(getpid())\n".utf8)
-            let fd = open(countFile, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-            _ = write(fd, line, line.count)
-            close(fd)
-            if hang {
-              close(open(countFile + ".started", O_WRONLY | O_CREAT, 0o600))
-              while true { sleep(1000) }
-            }
-            return "fresh-from-\(getpid())"
-          })
+          try await defaults.refresh(
+            key, timeout: .seconds(60), isFresh: { $0 != "stale" },
+            using: {
+              let line = Array("\(getpid())\n".utf8)
+              let fd = open(countFile, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+              _ = write(fd, line, line.count)
+              close(fd)
+              if hang {
+                close(open(countFile + ".started", O_WRONLY | O_CREAT, 0o600))
+                while true { sleep(1000) }
+              }
+              return "fresh-from-\(getpid())"
+            }))
       } catch {
         return .failure(error)
       }

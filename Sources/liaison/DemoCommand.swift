@@ -177,12 +177,12 @@ struct DemoActorCommand: AsyncParsableCommand {
       _ = Swift.readLine()
       let refreshedHere = Locked(false)
       let token = try await auth.refresh(
-        DemoCommand.token, timeout: .seconds(30), isFresh: { !$0.hasSuffix("expired") }
-      ) {
-        try await Task.sleep(for: .milliseconds(150))  // the network round trip of a real refresh
-        refreshedHere.withLock { $0 = true }
-        return "v2 fresh (refreshed by the \(who))"
-      }
+        DemoCommand.token, timeout: .seconds(30), isFresh: { !$0.hasSuffix("expired") },
+        using: {
+          try await Task.sleep(for: .milliseconds(150))  // the network round trip of a real refresh
+          refreshedHere.withLock { $0 = true }
+          return "v2 fresh (refreshed by the \(who))"
+        })
       let doneAt = DispatchTime.now().uptimeNanoseconds
       if refreshedHere.withLock({ $0 }) {
         announce("\(doneAt) refreshed the token: \"v1 expired\" → \"v2 fresh\"")

@@ -6,9 +6,8 @@ extension SharedDefaults {
   /// keyboard all find expired at the same moment.
   ///
   /// ```swift
-  /// let token = try await defaults.refresh(.token, isFresh: { !$0.isExpired }) {
-  ///   try await api.refreshToken()
-  /// }
+  /// let token = try await defaults.refresh(
+  ///   .token, isFresh: { !$0.isExpired }, using: { try await api.refreshToken() })
   /// ```
   ///
   /// The callers that find the value stale take the key's refresh lock in turn. The first runs
