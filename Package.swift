@@ -45,7 +45,9 @@ let package = Package(
     ),
     .executableTarget(
       name: "liaison-bench",
-      dependencies: ["Liaison"],
+      dependencies: [
+        "Liaison", "LiaisonStore", .product(name: "GRDBSQLite", package: "GRDB.swift"),
+      ],
       swiftSettings: strictSettings
     ),
     // The "other process" that the tests spawn: it holds, waits, claims and crashes on command.

@@ -60,6 +60,10 @@ enum PeerRole {
       LockScenarios.seedHoldAndRelease(path: arguments[0], input: input, output: output)
     case "signal-observer":
       try SignalScenarios.observe(container: arguments[0], name: arguments[1], input: input, output: output)
+    case "defaults-writer":
+      try DefaultsScenarios.write(container: arguments[0], domain: arguments[1], input: input, output: output)
+    case "defaults-observer":
+      try DefaultsScenarios.observe(container: arguments[0], domain: arguments[1], input: input, output: output)
     case "claimer":
       try PresenceScenarios.claimAndWait(container: arguments[0], name: arguments[1], input: input, output: output)
     default:

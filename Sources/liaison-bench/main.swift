@@ -2,8 +2,9 @@
 //
 //   swift run -c release liaison-bench [SCENARIO…] [--json]
 //
-// Scenarios: lock.uncontended, lock.handoff, presence.probe, signal.latency (and the
-// informational lock.handoff.async and presence.probe.active, which run with them).
+// Scenarios: lock.uncontended, lock.handoff, presence.probe, signal.latency, defaults.get,
+// defaults.set, defaults.visibility (and the informational lock.handoff.async and
+// presence.probe.active, which run with them).
 
 import Foundation
 import Liaison
@@ -18,6 +19,9 @@ let families: [(names: [String], run: (SharedContainer) throws -> [ScenarioResul
   (["lock.handoff", "lock.handoff.async"], LockScenarios.handoff),
   (["presence.probe", "presence.probe.active"], PresenceScenarios.probe),
   (["signal.latency"], { [try SignalScenarios.latency($0)] }),
+  (["defaults.get"], { [try DefaultsScenarios.get($0)] }),
+  (["defaults.set"], { [try DefaultsScenarios.set($0)] }),
+  (["defaults.visibility"], { [try DefaultsScenarios.visibility($0)] }),
 ]
 let allNames = families.flatMap(\.names)
 

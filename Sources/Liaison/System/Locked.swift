@@ -10,8 +10,8 @@
 /// understands `pthread_mutex` and not the raw futex calls `Mutex` makes on Linux: with `Mutex`,
 /// every access it guards is reported as a race, and real races hide among them.
 package final class Locked<Value>: @unchecked Sendable {
-  private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-  private var value: Value
+  @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+  @usableFromInline var value: Value
 
   package init(_ value: Value) {
     self.value = value
@@ -25,7 +25,9 @@ package final class Locked<Value>: @unchecked Sendable {
     mutex.deallocate()
   }
 
-  /// Runs `body` with exclusive access to the value. Not re-entrant.
+  /// Runs `body` with exclusive access to the value. Not re-entrant. Inlinable, so that hot
+  /// paths in other modules of the package (the defaults cache) get a specialised copy.
+  @inlinable
   package func withLock<Result, Failure: Error>(
     _ body: (inout Value) throws(Failure) -> Result
   ) throws(Failure) -> Result {

@@ -42,7 +42,22 @@ public final class SharedDefaults: Sendable {
 
   private struct Entry {
     let stored: StoredValue?
-    var decoded: (type: ObjectIdentifier, value: any Sendable)?
+    /// The value decoded as some type, and that type: a read as the same type returns it
+    /// without decoding or a dynamic cast.
+    var decoded: AnyObject?
+    var decodedType: ObjectIdentifier?
+  }
+
+  /// A decoded value, boxed so that the cache can hold values of any type.
+  private final class Decoded<Value>: @unchecked Sendable {
+    let value: Value?
+    init(_ value: Value?) { self.value = value }
+  }
+
+  private enum Lookup {
+    case miss
+    case decoded(AnyObject)
+    case stored(StoredValue?)
   }
 
   init(domain: LiaisonName, container: SharedContainer) throws(LiaisonError) {
@@ -61,21 +76,25 @@ public final class SharedDefaults: Sendable {
   ///   `Value`; ``LiaisonError/Code/corruptFile`` when the store is damaged.
   public func get<Value>(_ key: DefaultsKey<Value>) throws(LiaisonError) -> Value? {
     let generation = store.generations.load(slot)
-    let cached = cache.withLock { cache -> Entry? in
+    let type = ObjectIdentifier(Value.self)
+    let lookup = cache.withLock { cache -> Lookup in
       if cache.generation != generation {
         cache.generation = generation
         cache.entries.removeAll(keepingCapacity: true)
       }
-      return cache.entries[key.name.rawValue]
+      guard let entry = cache.entries[key.name.rawValue] else { return .miss }
+      if entry.decodedType == type, let decoded = entry.decoded { return .decoded(decoded) }
+      return .stored(entry.stored)
     }
-    if let cached {
-      if let decoded = cached.decoded, decoded.type == ObjectIdentifier(Value.self) {
-        return (decoded.value as! Value)
-      }
-      return try remember(cached.stored, for: key, generation: generation)
+    switch lookup {
+    case .decoded(let box):
+      return unsafeDowncast(box, to: Decoded<Value>.self).value
+    case .stored(let stored):
+      return try remember(stored, for: key, generation: generation)
+    case .miss:
+      let stored = try store.read { db in try StoredValue.fetch(db, domain: domain, key: key.name) }
+      return try remember(stored, for: key, generation: generation)
     }
-    let stored = try store.read { db in try StoredValue.fetch(db, domain: domain, key: key.name) }
-    return try remember(stored, for: key, generation: generation)
   }
 
   /// Decodes `stored` and keeps it in the cache, unless the cache has moved on meanwhile.
@@ -86,7 +105,7 @@ public final class SharedDefaults: Sendable {
     cache.withLock { cache in
       guard cache.generation == generation else { return }
       cache.entries[key.name.rawValue] = Entry(
-        stored: stored, decoded: value.map { (ObjectIdentifier(Value.self), $0 as any Sendable) })
+        stored: stored, decoded: Decoded(value), decodedType: ObjectIdentifier(Value.self))
     }
     return value
   }
@@ -274,21 +293,19 @@ struct StoredValue: Sendable {
   }
 
   static func fetch(_ db: Database, domain: LiaisonName, key: LiaisonName) throws -> StoredValue? {
-    guard
-      let row = try Row.fetchOne(
-        db, sql: "SELECT kind, value FROM defaults_entry WHERE domain = ? AND key = ?",
-        arguments: [domain.rawValue, key.rawValue])
-    else { return nil }
+    // Cached statements: preparing (and authorizing) a statement costs more than running it.
+    let statement = try db.cachedStatement(sql: "SELECT kind, value FROM defaults_entry WHERE domain = ? AND key = ?")
+    guard let row = try Row.fetchOne(statement, arguments: [domain.rawValue, key.rawValue]) else { return nil }
     return StoredValue(kind: Kind(rawValue: row["kind"]) ?? .json, bytes: row["value"])
   }
 
   func save(_ db: Database, domain: LiaisonName, key: LiaisonName) throws {
-    try db.execute(
+    let statement = try db.cachedStatement(
       sql: """
         INSERT INTO defaults_entry (domain, key, kind, value) VALUES (?, ?, ?, ?)
         ON CONFLICT (domain, key) DO UPDATE SET kind = excluded.kind, value = excluded.value
-        """,
-      arguments: [domain.rawValue, key.rawValue, kind.rawValue, bytes])
+        """)
+    try statement.execute(arguments: [domain.rawValue, key.rawValue, kind.rawValue, bytes])
   }
 
   func decode<Value>(_ key: DefaultsKey<Value>, domain: LiaisonName) throws(LiaisonError) -> Value {

@@ -1,0 +1,167 @@
+import Foundation
+import GRDBSQLite
+import Liaison
+import LiaisonStore
+
+enum DefaultsScenarios {
+  static let counter = DefaultsKey<Int>("counter")
+  static let other = DefaultsKey<Int>("other")
+
+  /// `defaults.get`: a cached read while another process writes the same domain now and then
+  /// (every 5 ms), against `foundation.userdefaults.get`.
+  static func get(_ container: SharedContainer) throws -> ScenarioResult {
+    let defaults = try container.defaults("bench-get")
+    try defaults.set(42, for: counter)
+    let writer = try BenchPeer("defaults-writer", [container.directory, "bench-get"])
+    defer { withExtendedLifetime(writer) {} }
+    let suite = UserDefaults(suiteName: "liaison-bench-\(getpid())")!
+    suite.set(42, forKey: "counter")
+    defer { suite.removePersistentDomain(forName: "liaison-bench-\(getpid())") }
+    let batch = 1000
+    let samples = try interleave(
+      samples: 200,
+      [
+        { try timeBatch(batch) { _ = try defaults.get(counter) } },
+        { timeBatch(batch) { _ = suite.integer(forKey: "counter") } },
+      ])
+    return ScenarioResult(
+      measurement: Measurement("defaults.get", samples[0]), unit: "ns",
+      baselines: [Measurement("foundation.userdefaults.get", samples[1])],
+      target: "< 200 ns and ≤ 0.1× foundation.userdefaults.get")
+  }
+
+  /// `defaults.set`: visible to every process on return, against `floor.sqlite-upsert` (a
+  /// prepared upsert in one WAL transaction, same pragmas, through the SQLite C API) and
+  /// `foundation.userdefaults.set-synchronize`.
+  static func set(_ container: SharedContainer) throws -> ScenarioResult {
+    let defaults = try container.defaults("bench-set")
+    let floor = try SQLiteUpsert(path: container.directory + "/floor.sqlite")
+    let suite = UserDefaults(suiteName: "liaison-bench-set-\(getpid())")!
+    defer { suite.removePersistentDomain(forName: "liaison-bench-set-\(getpid())") }
+    var value = 0
+    let batch = 20
+    let samples = try interleave(
+      samples: 150,
+      [
+        {
+          try timeBatch(batch) {
+            value += 1
+            try defaults.set(value, for: counter)
+          }
+        },
+        { try timeBatch(batch) { try floor.upsert(value) } },
+        {
+          timeBatch(batch) {
+            suite.set(value, forKey: "counter")
+            suite.synchronize()
+          }
+        },
+      ])
+    return ScenarioResult(
+      measurement: Measurement("defaults.set", samples[0]), unit: "ns",
+      baselines: [
+        Measurement("floor.sqlite-upsert", samples[1]),
+        Measurement("foundation.userdefaults.set-synchronize", samples[2]),
+      ],
+      target: "≤ 1.5× floor.sqlite-upsert")
+  }
+
+  /// `defaults.visibility`: a `set` here → the value's change sequence yields it in another
+  /// process, one way, against `floor.pipe-half-rtt`. The value is the time of the set.
+  static func visibility(_ container: SharedContainer) throws -> ScenarioResult {
+    let defaults = try container.defaults("bench-visibility")
+    try defaults.set(0, for: counter)
+    let observer = try BenchPeer("defaults-observer", [container.directory, "bench-visibility"])
+    let pipe = try Floor.pipeHalfRoundTrip()
+    let samples = try interleave(
+      samples: 500,
+      [
+        {
+          try defaults.set(Int(now()), for: counter)
+          return Double(observer.readTimestamp())
+        },
+        pipe,
+      ])
+    return ScenarioResult(
+      measurement: Measurement("defaults.visibility", samples[0]), unit: "ns",
+      baselines: [Measurement("floor.pipe-half-rtt", samples[1])], target: "p50 ≤ 200 µs")
+  }
+
+  /// The writer peer: sets `other` in the domain every 5 ms until its input closes.
+  static func write(container: String, domain: String, input: CInt, output: CInt) throws -> Never {
+    let defaults = try SharedContainer(directory: container).defaults(domain)
+    Thread.detachNewThread {
+      var value = 0
+      while true {
+        value += 1
+        try? defaults.set(value, for: other)
+        usleep(5_000)
+      }
+    }
+    writeBytes(output, [UInt8(ascii: "r")])
+    _ = readBytes(input, 1)  // ends the process when the input closes
+    fatalError("unreachable")
+  }
+
+  /// The observer peer: follows `counter` and answers each new value with the time since it was
+  /// set (the value is that time).
+  static func observe(container: String, domain: String, input: CInt, output: CInt) throws -> Never {
+    let changes = try SharedContainer(directory: container).defaults(domain).changes(of: counter)
+    Task.detached {
+      var first = true
+      for await value in changes {
+        if first {
+          first = false
+          continue
+        }
+        writeBytes(output, encodeTimestamp(now() &- UInt64(value ?? 0)))
+      }
+    }
+    writeBytes(output, [UInt8(ascii: "r")])
+    _ = readBytes(input, 1)
+    fatalError("unreachable")
+  }
+}
+
+/// The floor of a write: one prepared upsert in its own `BEGIN IMMEDIATE` transaction, on a
+/// WAL database with `synchronous = NORMAL`, through the SQLite C API.
+final class SQLiteUpsert {
+  private var db: OpaquePointer?
+  private var statement: OpaquePointer?
+
+  init(path: String) throws {
+    guard sqlite3_open(path, &db) == SQLITE_OK else { throw BenchError("cannot open \(path)") }
+    for sql in [
+      "PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL",
+      "CREATE TABLE IF NOT EXISTS entry (domain TEXT, key TEXT, value BLOB, PRIMARY KEY (domain, key)) WITHOUT ROWID",
+    ] {
+      guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw BenchError("cannot run \(sql)") }
+    }
+    let upsert = """
+      INSERT INTO entry (domain, key, value) VALUES ('bench', 'counter', ?)
+      ON CONFLICT (domain, key) DO UPDATE SET value = excluded.value
+      """
+    guard sqlite3_prepare_v2(db, upsert, -1, &statement, nil) == SQLITE_OK else {
+      throw BenchError("cannot prepare the upsert")
+    }
+  }
+
+  deinit {
+    sqlite3_finalize(statement)
+    sqlite3_close(db)
+  }
+
+  func upsert(_ value: Int) throws {
+    sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
+    let text = Array(String(value).utf8)
+    sqlite3_bind_blob(statement, 1, text, Int32(text.count), unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+    guard sqlite3_step(statement) == SQLITE_DONE else { throw BenchError("upsert failed") }
+    sqlite3_reset(statement)
+    guard sqlite3_exec(db, "COMMIT", nil, nil, nil) == SQLITE_OK else { throw BenchError("commit failed") }
+  }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+  let description: String
+  init(_ description: String) { self.description = description }
+}
