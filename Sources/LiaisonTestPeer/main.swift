@@ -39,7 +39,8 @@
 //   dread DOMAIN KEY COUNT        COUNT reads                    → ok done
 //   drefresh DOMAIN KEY COUNTFILE [hang]   refresh a String key whose stale value is "stale";
 //                                 the refresh appends a line to COUNTFILE (with `hang`, it then
-//                                 writes COUNTFILE.started and never finishes) → ok VALUE
+//                                 writes COUNTFILE.started and never finishes; with
+//                                 `timeout=MS`, waits for another refresh at most MS) → ok VALUE
 //   dwatch DOMAIN KEY | dnext [MILLISECONDS] (→ ok INT | ok nil | ok none)
 //   residue NAME    with NAME held elsewhere: a timed-out async wait and a cancelled one, with
 //                   this process's descriptor and thread counts before and after
@@ -252,11 +253,12 @@ func incrementFile(_ path: String) {
     let key = try DefaultsKey<String>(validating: words[2])
     let countFile = words[3]
     let hang = words.count > 4 && words[4] == "hang"
+    let timeout: Duration = words.count > 4 && words[4].hasPrefix("timeout=") ? .milliseconds(Int(words[4].dropFirst(8))!) : .seconds(60)
     let result = blocking { () -> Result<String, any Error> in
       do {
         return .success(
           try await defaults.refresh(
-            key, timeout: .seconds(60), isFresh: { $0 != "stale" },
+            key, timeout: timeout, isFresh: { $0 != "stale" },
             using: {
               let line = Array("\(getpid())\n".utf8)
               let fd = open(countFile, O_WRONLY | O_CREAT | O_APPEND, 0o600)

@@ -81,6 +81,21 @@ struct SharedDefaultsTests {
     #expect(try String(contentsOfFile: countFile, encoding: .utf8).split(separator: "\n").count == 2)
   }
 
+  @Test func aWaiterGivesUpAtItsTimeoutWhileAnotherProcessRefreshes() throws {
+    let defaults = try SharedContainer(directory: directory.path).defaults("auth")
+    try defaults.set("stale", for: DefaultsKey<String>("token"))
+    let countFile = directory.path + "/refreshes"
+    let stuck = try Peer(container: directory.path)
+    stuck.child.write("drefresh auth token \(countFile) hang")
+    try waitUntil("the first refresh has started") { FileManager.default.fileExists(atPath: countFile + ".started") }
+    let waiter = try Peer(container: directory.path)
+    let started = Date()
+    let answer = try waiter.ask("drefresh auth token \(countFile) timeout=300")
+    let waited = Date().timeIntervalSince(started)
+    #expect(answer.hasPrefix("error timed out"), "\(answer)")
+    #expect(waited >= 0.3 && waited < 5, "waited \(waited) s")
+  }
+
   @Test func transactionsAreAtomicAndRollBackOnError() throws {
     let defaults = try SharedContainer(directory: directory.path).defaults("tx")
     let a = DefaultsKey<Int>("a")
