@@ -69,7 +69,9 @@ let package = Package(
     ),
     .testTarget(
       name: "LiaisonStoreTests",
-      dependencies: ["LiaisonStore", "LiaisonTestSupport", "LiaisonTestPeer"],
+      dependencies: [
+        "LiaisonStore", "LiaisonTestSupport", "LiaisonTestPeer", .product(name: "GRDB", package: "GRDB.swift"),
+      ],
       swiftSettings: strictSettings
     ),
     .testTarget(

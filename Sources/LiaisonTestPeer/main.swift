@@ -42,6 +42,7 @@
 //                                 writes COUNTFILE.started and never finishes; with
 //                                 `timeout=MS`, waits for another refresh at most MS) → ok VALUE
 //   dwatch DOMAIN KEY | dnext [MILLISECONDS] (→ ok INT | ok nil | ok none)
+//   dbusy                       → ok N (times SQLite's busy handler ran in this process)
 //   residue NAME    with NAME held elsewhere: a timed-out async wait and a cancelled one, with
 //                   this process's descriptor and thread counts before and after
 //                                     → ok FDS THREADS FDS THREADS timedOut=CODE cancelled=TYPE
@@ -100,6 +101,16 @@ let notifications = Inbox<SignalNotification>()
 let presenceChanges = Inbox<(change: PresenceChange, receivedAt: UInt64)>()
 let observerQueue = DispatchQueue(label: "peer.observer")
 let defaultsValues = Inbox<String>()
+/// One `SharedDefaults` per domain for the peer's life, so that its cache stays warm between
+/// commands (a new one per command would never read from a cache).
+var defaultsByDomain: [String: SharedDefaults] = [:]
+
+@MainActor func defaults(_ domain: String) throws -> SharedDefaults {
+  if let open = defaultsByDomain[domain] { return open }
+  let opened = try container.defaults(domain)
+  defaultsByDomain[domain] = opened
+  return opened
+}
 var claims: [String: PresenceClaim] = [:]
 var leases: [String: PresenceLease] = [:]
 
@@ -234,26 +245,27 @@ func incrementFile(_ path: String) {
   case "threads-named":
     return String(threadNames().filter { $0 == words[1] }.count)
   case "dset":
-    try container.defaults(words[1]).set(Int(words[3])!, for: DefaultsKey<Int>(validating: words[2]))
+    try defaults(words[1]).set(Int(words[3])!, for: DefaultsKey<Int>(validating: words[2]))
     return "set"
   case "dget":
-    return try container.defaults(words[1]).get(DefaultsKey<Int>(validating: words[2])).map(String.init) ?? "nil"
+    return try defaults(words[1]).get(DefaultsKey<Int>(validating: words[2])).map(String.init) ?? "nil"
   case "dincrement":
-    let defaults = try container.defaults(words[1])
+    let defaults = try defaults(words[1])
     let key = try DefaultsKey<Int>(validating: words[2])
     for _ in 0..<Int(words[3])! { try defaults.update(key) { ($0 ?? 0) + 1 } }
     return "done"
   case "dread":
-    let defaults = try container.defaults(words[1])
+    let defaults = try defaults(words[1])
     let key = try DefaultsKey<Int>(validating: words[2])
     for _ in 0..<Int(words[3])! { _ = try defaults.get(key) }
     return "done"
   case "drefresh":
-    let defaults = try container.defaults(words[1])
+    let defaults = try defaults(words[1])
     let key = try DefaultsKey<String>(validating: words[2])
     let countFile = words[3]
     let hang = words.count > 4 && words[4] == "hang"
-    let timeout: Duration = words.count > 4 && words[4].hasPrefix("timeout=") ? .milliseconds(Int(words[4].dropFirst(8))!) : .seconds(60)
+    let timeout: Duration =
+      words.count > 4 && words[4].hasPrefix("timeout=") ? .milliseconds(Int(words[4].dropFirst(8))!) : .seconds(60)
     let result = blocking { () -> Result<String, any Error> in
       do {
         return .success(
@@ -276,11 +288,13 @@ func incrementFile(_ path: String) {
     }
     return try result.get()
   case "dwatch":
-    let changes = try container.defaults(words[1]).changes(of: DefaultsKey<Int>(validating: words[2]))
+    let changes = try defaults(words[1]).changes(of: DefaultsKey<Int>(validating: words[2]))
     presenceWatches["defaults." + words[1]] = Task.detached {
       for await value in changes { defaultsValues.put(value.map(String.init) ?? "nil") }
     }
     return "watching"
+  case "dbusy":
+    return String(SharedDefaults.sqliteBusyWaits)
   case "dnext":
     return defaultsValues.take(milliseconds: words.count > 1 ? Int(words[1])! : 30_000) ?? "none"
   case "counts":

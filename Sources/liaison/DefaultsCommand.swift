@@ -18,11 +18,11 @@ struct DefaultsCommand: AsyncParsableCommand {
   )
 
   /// A stored value as text: its JSON, or `data:BASE64` for raw bytes.
-  static func show(_ stored: Data) -> String {
-    if (try? JSONSerialization.jsonObject(with: stored, options: [.fragmentsAllowed])) != nil {
-      return String(decoding: stored, as: UTF8.self)
+  static func show(_ value: DefaultsRawValue) -> String {
+    switch value {
+    case .json(let json): String(decoding: json, as: UTF8.self)
+    case .data(let data): "data:" + data.base64EncodedString()
     }
-    return "data:" + stored.base64EncodedString()
   }
 
   struct Read: AsyncParsableCommand {
@@ -40,7 +40,7 @@ struct DefaultsCommand: AsyncParsableCommand {
       let output = try await Self.reporting { () throws -> (text: String, found: Bool) in
         let container = try options.open()
         if let domain, let key {
-          guard let stored = try container.defaults(domain).json(for: try LiaisonName(key)) else {
+          guard let stored = try container.defaults(domain).rawValue(for: try LiaisonName(key)) else {
             return ("", false)
           }
           return (DefaultsCommand.show(stored), true)
@@ -132,10 +132,10 @@ struct DefaultsCommand: AsyncParsableCommand {
         return
       }
       let name = try await Self.reporting { try LiaisonName(key) }
-      var last: Data?? = nil
+      var last: DefaultsRawValue?? = nil
       var iterator = notifications.makeAsyncIterator()
       repeat {
-        let current = try await Self.reporting { try defaults.json(for: name) }
+        let current = try await Self.reporting { try defaults.rawValue(for: name) }
         if last == nil || last! != current {
           emit(current.map(DefaultsCommand.show) ?? "null")
           last = .some(current)

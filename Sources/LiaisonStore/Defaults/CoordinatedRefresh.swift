@@ -14,7 +14,8 @@ extension SharedDefaults {
   /// `fetch` and stores its result; each one after it re-reads under the lock, finds the fresh
   /// value, and returns it without calling `fetch`. If the refreshing process dies, the kernel
   /// releases its lock and the next waiter refreshes at once: nobody waits for a staleness
-  /// timeout. Waiting never blocks a thread of Swift's cooperative pool.
+  /// timeout. Waiting for another process's refresh never blocks a thread of Swift's cooperative
+  /// pool; storing the new value is a short synchronous write.
   ///
   /// - Parameters:
   ///   - timeout: how long to wait for another process's refresh at most; `nil` waits as long

@@ -26,6 +26,10 @@ public final class SharedDefaults: Sendable {
   /// The largest value, in bytes of its stored form.
   public static let maximumValueSize = 1 << 20
 
+  /// How often SQLite's busy handler ran in this process (a wait inside SQLite for another
+  /// connection): zero while only Liaison writes, which the tests check.
+  package static var sqliteBusyWaits: Int { StoreDatabase.busyWaits.withLock { $0 } }
+
   /// The domain's name.
   public let domain: LiaisonName
   let store: StoreDatabase
@@ -76,6 +80,11 @@ public final class SharedDefaults: Sendable {
   ///   `Value`; ``LiaisonError/Code/corruptFile`` when the store is damaged.
   public func get<Value>(_ key: DefaultsKey<Value>) throws(LiaisonError) -> Value? {
     let generation = store.generations.load(slot)
+    if generation & 1 == 1 {
+      // A write is in flight (or its writer died in the middle): read past the cache.
+      let stored = try store.read { db in try StoredValue.fetch(db, domain: domain, key: key.name, path: store.path) }
+      return try stored.map { stored throws(LiaisonError) in try stored.decode(key, domain: domain) }
+    }
     let type = ObjectIdentifier(Value.self)
     let lookup = cache.withLock { cache -> Lookup in
       if cache.generation != generation {
@@ -92,7 +101,7 @@ public final class SharedDefaults: Sendable {
     case .stored(let stored):
       return try remember(stored, for: key, generation: generation)
     case .miss:
-      let stored = try store.read { db in try StoredValue.fetch(db, domain: domain, key: key.name) }
+      let stored = try store.read { db in try StoredValue.fetch(db, domain: domain, key: key.name, path: store.path) }
       return try remember(stored, for: key, generation: generation)
     }
   }
@@ -112,19 +121,23 @@ public final class SharedDefaults: Sendable {
 
   /// The names of every key that has a value, sorted.
   public func keys() throws(LiaisonError) -> [String] {
-    try store.read { db in
-      try String.fetchAll(
-        db, sql: "SELECT key FROM defaults_entry WHERE domain = ? ORDER BY key", arguments: [domain.rawValue])
-    }
+    try snapshot().keys.sorted()
   }
 
-  /// Every value of the domain in its stored form (JSON text, or raw bytes for `Data`), by key.
-  public func snapshot() throws(LiaisonError) -> [String: Data] {
-    try store.read { db in
-      var snapshot: [String: Data] = [:]
+  /// Every value of the domain in its stored form, by key name.
+  ///
+  /// - Throws: ``LiaisonError/Code/corruptFile`` when a row was not written by Liaison (another
+  ///   program wrote the database).
+  public func snapshot() throws(LiaisonError) -> [String: DefaultsRawValue] {
+    let path = store.path
+    return try store.read { db in
+      var snapshot: [String: DefaultsRawValue] = [:]
       let rows = try Row.fetchAll(
-        db, sql: "SELECT key, value FROM defaults_entry WHERE domain = ?", arguments: [domain.rawValue])
-      for row in rows { snapshot[row["key"]] = row["value"] }
+        db, sql: "SELECT key, kind, value FROM defaults_entry WHERE domain = ?", arguments: [domain.rawValue])
+      for row in rows {
+        guard let key = String.fromDatabaseValue(row[0] as DatabaseValue) else { throw StoredValue.foreignRow(path) }
+        snapshot[key] = try StoredValue(row: row, kindColumn: 1, valueColumn: 2, path: path).raw
+      }
       return snapshot
     }
   }
@@ -181,6 +194,11 @@ public final class SharedDefaults: Sendable {
   /// Runs `body` as one transaction over the domain, atomically across processes: its reads see
   /// no other process's writes, and its writes are seen all together or not at all.
   ///
+  /// Inside `body`, read and write through the transaction it is given. Starting another write
+  /// of the store there (this domain's `set`, `update`, `transaction`, or another domain's) throws
+  /// ``LiaisonError/Code/invalidArgument`` rather than waiting for itself; a plain `get` there
+  /// sees the values from before the transaction.
+  ///
   /// - Throws: what `body` throws (nothing is written then), or a ``LiaisonError``.
   public func transaction<Result>(_ body: (DefaultsTransaction) throws -> Result) throws -> Result {
     // What `body` throws rolls the transaction back and reaches the caller as it was thrown.
@@ -188,7 +206,7 @@ public final class SharedDefaults: Sendable {
     do {
       return try write { db in
         do {
-          return try body(DefaultsTransaction(db: db, domain: domain))
+          return try body(DefaultsTransaction(db: db, domain: domain, path: store.path))
         } catch {
           failure = error
           throw error
@@ -199,12 +217,12 @@ public final class SharedDefaults: Sendable {
     }
   }
 
-  /// Writes, then tells every process: the counter moves before this returns, and the signal
-  /// wakes observers.
+  /// Writes, then tells every process: the counter has moved (twice, around the transaction)
+  /// before this returns, and the signal wakes observers. A failed post only delays observers;
+  /// `get` is exact without it.
   private func write<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
-    let result = try store.write(body)
-    let generation = store.generations.increment(slot)
-    try? signal.post(state: generation)
+    let result = try store.write(slot: slot, body)
+    try? signal.post(state: store.generations.load(slot))
     return result
   }
 
@@ -240,10 +258,11 @@ public final class SharedDefaults: Sendable {
 public struct DefaultsTransaction {
   let db: Database
   let domain: LiaisonName
+  let path: String
 
   /// The value of `key` as this transaction sees it.
   public func get<Value>(_ key: DefaultsKey<Value>) throws -> Value? {
-    try StoredValue.fetch(db, domain: domain, key: key.name)?.decode(key, domain: domain)
+    try StoredValue.fetch(db, domain: domain, key: key.name, path: path)?.decode(key, domain: domain)
   }
 
   /// Stores `value` for `key` when the transaction commits.
@@ -256,6 +275,14 @@ public struct DefaultsTransaction {
     try db.execute(
       sql: "DELETE FROM defaults_entry WHERE domain = ? AND key = ?", arguments: [domain.rawValue, key.name.rawValue])
   }
+}
+
+/// A value as it is stored, for tools that do not know its type.
+public enum DefaultsRawValue: Sendable, Hashable {
+  /// JSON text: any `Codable` value other than `Data`.
+  case json(Data)
+  /// Raw bytes: a `Data` value.
+  case data(Data)
 }
 
 /// A value as stored: JSON, or raw bytes for `Data`.
@@ -292,12 +319,31 @@ struct StoredValue: Sendable {
     self.bytes = bytes
   }
 
-  static func fetch(_ db: Database, domain: LiaisonName, key: LiaisonName) throws -> StoredValue? {
+  static func fetch(_ db: Database, domain: LiaisonName, key: LiaisonName, path: String) throws -> StoredValue? {
     // Cached statements: preparing (and authorizing) a statement costs more than running it.
     let statement = try db.cachedStatement(sql: "SELECT kind, value FROM defaults_entry WHERE domain = ? AND key = ?")
     guard let row = try Row.fetchOne(statement, arguments: [domain.rawValue, key.rawValue]) else { return nil }
-    return StoredValue(kind: Kind(rawValue: row["kind"]) ?? .json, bytes: row["value"])
+    return try StoredValue(row: row, kindColumn: 0, valueColumn: 1, path: path)
   }
+
+  /// Reads a row without trusting it: a row that another program wrote (a kind Liaison does not
+  /// know, a value that is not bytes) is a corrupt-store error, never a crash.
+  init(row: Row, kindColumn: Int, valueColumn: Int, path: String) throws(LiaisonError) {
+    guard let rawKind = Int.fromDatabaseValue(row[kindColumn] as DatabaseValue), let kind = Kind(rawValue: rawKind),
+      let bytes = Data.fromDatabaseValue(row[valueColumn] as DatabaseValue)
+    else { throw Self.foreignRow(path) }
+    self.init(kind: kind, bytes: bytes)
+  }
+
+  static func foreignRow(_ path: String) -> LiaisonError {
+    LiaisonError(
+      .corruptFile,
+      "A value in '\(path)' was not written by Liaison (its kind or bytes are not what Liaison stores). "
+        + "Remove the key, or restore the store from a copy.",
+      path: path)
+  }
+
+  var raw: DefaultsRawValue { kind == .data ? .data(bytes) : .json(bytes) }
 
   func save(_ db: Database, domain: LiaisonName, key: LiaisonName) throws {
     let statement = try db.cachedStatement(
@@ -335,10 +381,10 @@ extension SharedContainer {
 }
 
 extension SharedDefaults {
-  /// The stored JSON of the key called `name`, for tools that do not know its type; `nil` when
-  /// it has no value. A `Data` value comes back as its raw bytes.
-  public func json(for name: LiaisonName) throws(LiaisonError) -> Data? {
-    try store.read { db in try StoredValue.fetch(db, domain: domain, key: name)?.bytes }
+  /// The stored form of the key called `name`, for tools that do not know its type; `nil` when
+  /// it has no value.
+  public func rawValue(for name: LiaisonName) throws(LiaisonError) -> DefaultsRawValue? {
+    try store.read { db in try StoredValue.fetch(db, domain: domain, key: name, path: store.path)?.raw }
   }
 
   /// Stores JSON text for the key called `name`, for tools that do not know its type (the
@@ -379,7 +425,13 @@ extension SharedContainer {
     let store = try StoreDatabase.shared(self, name: "defaults", migrator: SharedDefaults.migrator)
     return try store.read { db in
       try Row.fetchAll(db, sql: "SELECT domain, count(*) AS n FROM defaults_entry GROUP BY domain ORDER BY domain")
-        .compactMap { row in LiaisonName(storedName: row["domain"]).map { ($0, row["n"]) } }
+        .compactMap { row in
+          // Rows of another program's (a domain that is not text, or breaks the rule) are skipped.
+          guard let text = String.fromDatabaseValue(row[0] as DatabaseValue), let name = LiaisonName(storedName: text),
+            let count = Int.fromDatabaseValue(row[1] as DatabaseValue)
+          else { return nil }
+          return (name, count)
+        }
     }
   }
 }

@@ -29,10 +29,10 @@ final class GenerationCounters: @unchecked Sendable {
     flock(fd, LOCK_EX)
     var info = stat()
     fstat(fd, &info)
-    if info.st_size < Self.size && ftruncate(fd, off_t(Self.size)) != 0 {
-      let error = errno
+    // Allocated, not just sized: a sparse page on a full disk would fault (SIGBUS) on first write.
+    if info.st_size < Self.size, case let error = posix_fallocate(fd, 0, off_t(Self.size)), error != 0 {
       flock(fd, LOCK_UN)
-      throw LiaisonError(.system, "Could not size the counters file '\(path)'; check the disk.", path: path)
+      throw LiaisonError(.system, "Could not allocate the counters file '\(path)'; check the disk.", path: path)
         .withErrno(error)
     }
     flock(fd, LOCK_UN)
@@ -56,6 +56,9 @@ final class GenerationCounters: @unchecked Sendable {
   }
 
   func load(_ slot: Int) -> UInt64 { cliaison_atomic_load(words + slot) }
+
+  /// Sets a slot, for tests that stage a writer that died mid-write.
+  func store(_ value: UInt64, at slot: Int) { words[slot] = value }
 
   @discardableResult
   func increment(_ slot: Int) -> UInt64 { cliaison_atomic_increment(words + slot) }

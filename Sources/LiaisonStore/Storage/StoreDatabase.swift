@@ -28,6 +28,14 @@ final class StoreDatabase: Sendable {
 
   private static let registry = Locked<[String: StoreDatabase]>([:])
 
+  /// How often SQLite's busy handler has run in this process: a wait inside SQLite for another
+  /// connection's lock.
+  static let busyWaits = Locked(0)
+
+  /// The threads inside ``write(slot:_:)`` in this process, to refuse a nested write (which would
+  /// wait for its own lock forever) with a clear error.
+  private static let writingThreads = Locked<Set<ObjectIdentifier>>([])
+
   /// The database `name` of `container`, opened once per process and migrated once across
   /// processes.
   static func shared(
@@ -55,26 +63,27 @@ final class StoreDatabase: Sendable {
       if let fd = try folder.openFile(file + suffix, create: false) { close(fd) }
     }
     var configuration = Configuration()
-    configuration.busyMode = .timeout(10)
+    // Liaison's writers never contend inside SQLite (the process lock serialises them). Writers
+    // that skip the lock (the sqlite3 shell) still get waited for, up to 10 s, and each wait
+    // is counted: the tests check that Liaison's own writers cause none.
+    configuration.busyMode = .callback { attempts in
+      StoreDatabase.busyWaits.withLock { $0 += 1 }
+      usleep(1_000)
+      return attempts < 10_000
+    }
     // WAL with synchronous=NORMAL: a commit survives any crash of the process (or of every
     // process); only a power loss or kernel crash can take back the last commits. Each commit
     // then costs no fsync.
     configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
     configuration.label = "Liaison.\(name)"
     let writeLock = ProcessLock(name: try LiaisonName(name + ".write"), folder: folder, container: container)
+    // Opened, set up and migrated under the write lock: creating a database switches it to WAL
+    // and writes its schema, which would otherwise make concurrent openers wait inside SQLite.
+    let held = try writeLock.lock()
+    defer { held.unlock() }
     let pool: DatabasePool
     do {
       pool = try DatabasePool(path: path, configuration: configuration)
-    } catch {
-      throw translate(error, path: path)
-    }
-    let database = StoreDatabase(
-      pool: pool, path: path, folder: folder,
-      generations: try GenerationCounters(folder: folder, name: name + ".generations"), writeLock: writeLock)
-    try database.write { _ in }  // fail now, not on first use, if the file is not a database
-    do {
-      let held = try writeLock.lock()
-      defer { held.unlock() }
       try migrator.migrate(pool)
       if try pool.read(migrator.hasBeenSuperseded) {
         throw LiaisonError(
@@ -88,13 +97,36 @@ final class StoreDatabase: Sendable {
     } catch {
       throw translate(error, path: path)
     }
+    let database = StoreDatabase(
+      pool: pool, path: path, folder: folder,
+      generations: try GenerationCounters(folder: folder, name: name + ".generations"), writeLock: writeLock)
     return database
   }
 
-  /// Runs `body` in a write transaction, holding the store's process lock.
-  func write<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
+  /// Runs `body` in a write transaction, holding the store's process lock, with the counter
+  /// `slot` kept as a sequence lock: odd from before the transaction until after it ends, so
+  /// that a reader never trusts its cache while a write is in flight — nor after a writer died in
+  /// the middle of one (the next writer makes it even again).
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidArgument`` when called from inside another write of
+  ///   this store on the same thread (it would wait for its own lock forever).
+  func write<T>(slot: Int? = nil, _ body: (Database) throws -> T) throws(LiaisonError) -> T {
+    let thread = ObjectIdentifier(Thread.current)
+    let nested = Self.writingThreads.withLock { !$0.insert(thread).inserted }
+    if nested {
+      throw LiaisonError(
+        .invalidArgument,
+        "A write to the store '\(path)' was started inside another write on the same thread (for example "
+          + "`set` inside `transaction` or `update`). Inside a transaction, use the transaction's own get and set.")
+    }
+    defer { _ = Self.writingThreads.withLock { $0.remove(thread) } }
     let held = try writeLock.lock()
     defer { held.unlock() }
+    if let slot {
+      if generations.load(slot) & 1 == 1 { generations.increment(slot) }  // a writer died mid-write
+      generations.increment(slot)  // odd: in flight
+    }
+    defer { if let slot { generations.increment(slot) } }  // even: committed or rolled back
     do {
       return try pool.writeWithoutTransaction { db in
         var result: T?
@@ -132,8 +164,8 @@ final class StoreDatabase: Sendable {
       return LiaisonError(
         .corruptFile,
         "The store '\(path)' is not a readable SQLite database (\(error.message ?? "damaged")). Liaison will not "
-          + "replace it: move it (and its -wal and -shm files) aside to keep the data for recovery, and a new "
-          + "store is created on next use.",
+          + "replace it: stop every process that uses the container, then move it (and its -wal and -shm files) "
+          + "aside to keep the data for recovery; a new store is created on next use.",
         path: path)
     case .SQLITE_FULL:
       return LiaisonError(.system, "The disk holding the store '\(path)' is full; free some space.", path: path)
