@@ -71,13 +71,20 @@ struct SharedDefaultsTests {
     #expect(refreshes.count == 1)
   }
 
-  @Test func aRefresherKilledMidRefreshIsTakenOverAtOnceByAWaitingProcess() throws {
+  /// A stale token and a peer whose refresh of it has started and never finishes; returns the
+  /// peer and the file that counts refreshes.
+  private func startHungRefresh() throws -> (refresher: Peer, countFile: String) {
     let defaults = try SharedContainer(directory: directory.path).defaults("auth")
     try defaults.set("stale", for: DefaultsKey<String>("token"))
     let countFile = directory.path + "/refreshes"
-    let doomed = try Peer(container: directory.path)
-    doomed.child.write("drefresh auth token \(countFile) hang")
+    let refresher = try Peer(container: directory.path)
+    refresher.child.write("drefresh auth token \(countFile) hang")
     try waitUntil("the first refresh has started") { FileManager.default.fileExists(atPath: countFile + ".started") }
+    return (refresher, countFile)
+  }
+
+  @Test func aRefresherKilledMidRefreshIsTakenOverAtOnceByAWaitingProcess() throws {
+    let (doomed, countFile) = try startHungRefresh()
     let waiter = try Peer(container: directory.path)
     waiter.child.write("drefresh auth token \(countFile)")
     try waitUntil("the second process waits for the refresh lock") { try hasBlockedLockWaiter(pid: waiter.pid) }
@@ -151,12 +158,8 @@ struct SharedDefaultsTests {
   }
 
   @Test func aWaiterGivesUpAtItsTimeoutWhileAnotherProcessRefreshes() throws {
-    let defaults = try SharedContainer(directory: directory.path).defaults("auth")
-    try defaults.set("stale", for: DefaultsKey<String>("token"))
-    let countFile = directory.path + "/refreshes"
-    let stuck = try Peer(container: directory.path)
-    stuck.child.write("drefresh auth token \(countFile) hang")
-    try waitUntil("the first refresh has started") { FileManager.default.fileExists(atPath: countFile + ".started") }
+    let (stuck, countFile) = try startHungRefresh()
+    defer { withExtendedLifetime(stuck) {} }
     let waiter = try Peer(container: directory.path)
     let started = Date()
     let answer = try waiter.ask("drefresh auth token \(countFile) timeout=300")
