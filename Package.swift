@@ -53,7 +53,7 @@ let package = Package(
     // The "other process" that the tests spawn: it holds, waits, claims and crashes on command.
     .executableTarget(
       name: "LiaisonTestPeer",
-      dependencies: ["Liaison", "LiaisonStore"],
+      dependencies: ["Liaison", "LiaisonStore", .product(name: "GRDB", package: "GRDB.swift")],
       swiftSettings: strictSettings
     ),
     // Spawning and driving child processes, shared by the test targets.

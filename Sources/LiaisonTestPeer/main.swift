@@ -43,12 +43,18 @@
 //                                 `timeout=MS`, waits for another refresh at most MS) → ok VALUE
 //   dwatch DOMAIN KEY | dnext [MILLISECONDS] (→ ok INT | ok nil | ok none)
 //   dbusy                       → ok N (times SQLite's busy handler ran in this process)
+//   dbopen NAME VERSION [COUNTFILE]   opens the shared database with migrations v1…vVERSION
+//                               (each appends its name to COUNTFILE when it runs) → ok opened
+//   dbinsert NAME COUNT         COUNT rows, a transaction each   → ok done
+//   dbcount NAME                → ok N
+//   dbwatch NAME | dbnext [MILLISECONDS]   a ValueObservation of the row count → ok N | ok none
 //   residue NAME    with NAME held elsewhere: a timed-out async wait and a cancelled one, with
 //                   this process's descriptor and thread counts before and after
 //                                     → ok FDS THREADS FDS THREADS timedOut=CODE cancelled=TYPE
 
 import Dispatch
 import Foundation
+import GRDB
 import Liaison
 import LiaisonStore
 
@@ -104,6 +110,9 @@ let defaultsValues = Inbox<String>()
 /// One `SharedDefaults` per domain for the peer's life, so that its cache stays warm between
 /// commands (a new one per command would never read from a cache).
 var defaultsByDomain: [String: SharedDefaults] = [:]
+var databases: [String: SharedDatabase] = [:]
+var databaseWatches: [AnyDatabaseCancellable] = []
+let databaseCounts = Inbox<String>()
 
 @MainActor func defaults(_ domain: String) throws -> SharedDefaults {
   if let open = defaultsByDomain[domain] { return open }
@@ -293,6 +302,47 @@ func incrementFile(_ path: String) {
       for await value in changes { defaultsValues.put(value.map(String.init) ?? "nil") }
     }
     return "watching"
+  case "dbopen":
+    let countFile = words.count > 3 ? words[3] : nil
+    var migrator = DatabaseMigrator()
+    for version in 1...Int(words[2])! {
+      migrator.registerMigration("v\(version)") { db in
+        if version == 1 {
+          try db.execute(sql: "CREATE TABLE item (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+        } else {
+          try db.execute(sql: "CREATE INDEX item_name_\(version) ON item(name)")
+        }
+        if let countFile {
+          let line = Array("v\(version)\n".utf8)
+          let fd = open(countFile, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+          _ = write(fd, line, line.count)
+          close(fd)
+        }
+      }
+    }
+    databases[words[1]] = try container.database(words[1], migrator: migrator)
+    return "opened"
+  case "dbinsert":
+    let pool = databases[words[1]]!.pool
+    for index in 0..<Int(words[2])! {
+      try pool.write { db in
+        try db.execute(sql: "INSERT INTO item (name) VALUES (?)", arguments: ["\(getpid())-\(index)"])
+      }
+    }
+    return "done"
+  case "dbcount":
+    return String(
+      try databases[words[1]]!.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM item") ?? 0 })
+  case "dbwatch":
+    let observation = ValueObservation.tracking { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM item") ?? 0 }
+      .removeDuplicates()
+    databaseWatches.append(
+      observation.start(
+        in: databases[words[1]]!.pool, scheduling: .async(onQueue: observerQueue), onError: { _ in },
+        onChange: { databaseCounts.put(String($0)) }))
+    return "watching"
+  case "dbnext":
+    return databaseCounts.take(milliseconds: words.count > 1 ? Int(words[1])! : 30_000) ?? "none"
   case "dbusy":
     return String(SharedDefaults.sqliteBusyWaits)
   case "dnext":

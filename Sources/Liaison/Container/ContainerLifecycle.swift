@@ -144,3 +144,34 @@ extension SharedContainer {
   /// Whether ``suspend()`` was called without a ``resume()`` since, in this process.
   public var isSuspended: Bool { lifecycle.isSuspended }
 }
+
+/// Work that modules of this package do when the container is suspended and resumed (a shared
+/// database posts GRDB's suspension notifications). Registered while this object lives.
+package final class SuspensionHandlers: SuspensionParticipant {
+  private let onSuspend: @Sendable () -> Void
+  private let onResume: @Sendable () -> Void
+  private let lifecycle: ContainerLifecycle
+
+  init(lifecycle: ContainerLifecycle, suspend: @escaping @Sendable () -> Void, resume: @escaping @Sendable () -> Void) {
+    self.lifecycle = lifecycle
+    onSuspend = suspend
+    onResume = resume
+  }
+
+  deinit { lifecycle.leave(self) }
+
+  func suspend() { onSuspend() }
+  func resume() throws(LiaisonError) { onResume() }
+}
+
+extension SharedContainer {
+  /// Runs `suspend` on ``suspend()`` and `resume` on ``resume()`` for as long as the returned
+  /// object lives.
+  package func registerSuspensionHandlers(
+    suspend: @escaping @Sendable () -> Void, resume: @escaping @Sendable () -> Void
+  ) -> SuspensionHandlers {
+    let handlers = SuspensionHandlers(lifecycle: lifecycle, suspend: suspend, resume: resume)
+    _ = lifecycle.join(handlers)
+    return handlers
+  }
+}

@@ -27,6 +27,7 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
       case leaseLost = "lease lost"
       case typeMismatch = "type mismatch"
       case tooLarge = "too large"
+      case incompatibleSchema = "incompatible schema"
       case system = "system error"
     }
     private let value: Value
@@ -54,6 +55,9 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
     public static let typeMismatch = Code(.typeMismatch)
     /// A value is larger than the limit; the message states the limit.
     public static let tooLarge = Code(.tooLarge)
+    /// A database was migrated by a newer version of the program, to a schema this version does
+    /// not know; nothing was changed.
+    public static let incompatibleSchema = Code(.incompatibleSchema)
     /// A system call failed; ``LiaisonError/errno`` says which error.
     public static let system = Code(.system)
 
