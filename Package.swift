@@ -39,6 +39,7 @@ let package = Package(
       dependencies: [
         "Liaison",
         "LiaisonStore",
+        .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ],
       swiftSettings: strictSettings
@@ -46,7 +47,8 @@ let package = Package(
     .executableTarget(
       name: "liaison-bench",
       dependencies: [
-        "Liaison", "LiaisonStore", .product(name: "GRDBSQLite", package: "GRDB.swift"),
+        "Liaison", "LiaisonStore", .product(name: "GRDB", package: "GRDB.swift"),
+        .product(name: "GRDBSQLite", package: "GRDB.swift"),
       ],
       swiftSettings: strictSettings
     ),

@@ -64,6 +64,8 @@ enum PeerRole {
       try DefaultsScenarios.write(container: arguments[0], domain: arguments[1], input: input, output: output)
     case "defaults-observer":
       try DefaultsScenarios.observe(container: arguments[0], domain: arguments[1], input: input, output: output)
+    case "database-observer":
+      try DatabaseScenarios.observe(container: arguments[0], name: arguments[1], input: input, output: output)
     case "claimer":
       try PresenceScenarios.claimAndWait(container: arguments[0], name: arguments[1], input: input, output: output)
     default:

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import GRDB
 import Liaison
 import LiaisonStore
 
@@ -21,6 +22,7 @@ struct DemoCommand: AsyncParsableCommand {
     try recordingScene(container)
     try tokenScene(container)
     try await doorbellScene(container)
+    try databaseScene(container)
     print("Done; the temporary container is removed.")
   }
 
@@ -80,6 +82,26 @@ struct DemoCommand: AsyncParsableCommand {
     say("share", try share.readLine())
     print("   No polling: the post itself wakes the app, which reads the state that came with it.\n")
   }
+
+  /// Question 4: one database, and the other side's writes seen as they happen.
+  private func databaseScene(_ container: SharedContainer) throws {
+    print("4. The extension adds an entry to the shared database; does the app's list update?  (SharedDatabase)")
+    let app = try DemoActor(role: "journal-app", container: container)
+    say("app", try app.readLine())
+    say("app", try app.readLine())
+    let share = try DemoActor(role: "journal-share", container: container)
+    say("share", try share.readLine())
+    say("app", try app.readLine())
+    print("   The extension's commit rang a signal; the app's GRDB observation fetched again by itself.\n")
+  }
+
+  static let journalMigrator: DatabaseMigrator = {
+    var migrator = DatabaseMigrator()
+    migrator.registerMigration("v1") { db in
+      try db.execute(sql: "CREATE TABLE entry (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+    }
+    return migrator
+  }()
 
   private func describe(_ presence: Presence) throws -> String {
     guard let holder = try presence.holder else { return "no" }
@@ -189,6 +211,22 @@ struct DemoActorCommand: AsyncParsableCommand {
       } else {
         announce("\(doneAt) waited, then found \"\(token)\": nothing to do")
       }
+    case "journal-app":
+      let journal = try container.database("journal", migrator: DemoCommand.journalMigrator)
+      announce("opens the shared database \"journal\" and observes its entries")
+      let titles = ValueObservation.tracking { db in try String.fetchAll(db, sql: "SELECT text FROM entry ORDER BY id")
+      }
+      .removeDuplicates()
+      for try await entries in titles.values(in: journal.pool) {
+        announce(entries.isEmpty ? "shows an empty list" : "shows \(entries.count) entry: \"\(entries.last!)\"")
+        if !entries.isEmpty { break }
+      }
+    case "journal-share":
+      let journal = try container.database("journal", migrator: DemoCommand.journalMigrator)
+      try await journal.pool.write { db in
+        try db.execute(sql: "INSERT INTO entry (text) VALUES (?)", arguments: ["A link saved from Safari"])
+      }
+      announce("saves \"A link saved from Safari\" into the same database")
     case "doorbell-app":
       let changes = try container.signal("notes-changed").notifications()
       announce("listening")

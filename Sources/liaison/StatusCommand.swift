@@ -5,7 +5,7 @@ import LiaisonStore
 struct StatusCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "status",
-    abstract: "Show everything in the container at a glance: presences, locks, signals and defaults.",
+    abstract: "Show everything in the container at a glance: presences, locks, signals, defaults and databases.",
     discussion: """
       Lock states come from a non-blocking probe that takes and releases each free lock for a \
       moment; a process's tryLock at that very moment may find it taken.
@@ -30,12 +30,21 @@ struct StatusCommand: AsyncParsableCommand {
     let keys: Int
   }
 
+  struct DatabaseReport: Encodable {
+    let name: String
+    let file: String
+    let bytes: Int
+    let schemaVersion: String?
+    let migrations: Int
+  }
+
   struct Report: Encodable {
     let container: String
     let presences: [PresenceReport]
     let locks: [LockReport]
     let signals: [SignalReport]
     let defaults: [DomainReport]
+    let databases: [DatabaseReport]
   }
 
   func run() async throws {
@@ -46,7 +55,12 @@ struct StatusCommand: AsyncParsableCommand {
         presences: try container.presences().map(PresenceReport.init),
         locks: try container.locks().map { LockReport(name: $0.name.rawValue, state: "\(try $0.probe())") },
         signals: try container.signals().map { SignalReport(name: $0.name.rawValue, state: try $0.state) },
-        defaults: try container.defaultsDomains().map { DomainReport(name: $0.domain.rawValue, keys: $0.keyCount) }
+        defaults: try container.defaultsDomains().map { DomainReport(name: $0.domain.rawValue, keys: $0.keyCount) },
+        databases: try container.sharedDatabases().map {
+          DatabaseReport(
+            name: $0.name.rawValue, file: $0.path, bytes: $0.size, schemaVersion: $0.migrations.last,
+            migrations: $0.migrations.count)
+        }
       )
     }
     if json { return try printJSON(report) }
@@ -66,6 +80,12 @@ struct StatusCommand: AsyncParsableCommand {
     print("Defaults:" + (report.defaults.isEmpty ? " none" : ""))
     for domain in report.defaults {
       print("  \(domain.name)\t\(domain.keys) key" + (domain.keys == 1 ? "" : "s"))
+    }
+    print("Databases:" + (report.databases.isEmpty ? " none" : ""))
+    for database in report.databases {
+      print(
+        "  \(database.name)\t\(database.bytes) bytes\tschema \(database.schemaVersion ?? "none") "
+          + "(\(database.migrations) migrations)\t\(database.file)")
     }
   }
 }

@@ -158,11 +158,21 @@ struct CLITests {
     #expect(try observer.readLine() == "null")
   }
 
+  @Test func statusShowsSharedDatabasesWithTheirSchema() throws {
+    let peer = try Peer(container: directory.path)
+    try peer.send("dbopen notes 2")
+    try peer.send("dbinsert notes 3")
+    let status = try liaison(["status", "--json"])
+    #expect(status.status == 0)
+    #expect(status.output.contains("\"migrations\":2,\"name\":\"notes\",\"schemaVersion\":\"v2\""), "\(status.output)")
+  }
+
   @Test func theDemoRunsToTheEndAndExitsZero() throws {
     let demo = try liaison(["demo"])
     #expect(demo.status == 0)
     #expect(demo.output.contains("1 refresh for 3 processes"))
     #expect(demo.output.contains("hears the answer, state 42"))
+    #expect(demo.output.contains("shows 1 entry: \"A link saved from Safari\""))
     #expect(demo.output.contains("Done"))
   }
 }

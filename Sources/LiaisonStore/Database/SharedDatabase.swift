@@ -209,3 +209,45 @@ final class DatabaseLifecycle: Sendable {
     if observesSuspension { NotificationCenter.default.post(name: Database.resumeNotification, object: nil) }
   }
 }
+
+/// A shared database as `liaison status` shows it.
+public struct SharedDatabaseInfo: Sendable {
+  /// The database's name.
+  public let name: LiaisonName
+  /// The database file.
+  public let path: String
+  /// The size of the file and its write-ahead log, in bytes.
+  public let size: Int
+  /// The migrations applied, in order: the schema version is the last.
+  public let migrations: [String]
+}
+
+extension SharedContainer {
+  /// Every shared database in the container, without opening it for writing or migrating it.
+  public func sharedDatabases() throws(LiaisonError) -> [SharedDatabaseInfo] {
+    let folder = try privateFolder("databases")
+    var infos: [SharedDatabaseInfo] = []
+    for file in try folder.names() where file.rawValue.hasSuffix(".sqlite") {
+      guard let name = try? LiaisonName(String(file.rawValue.dropLast(".sqlite".count))) else { continue }
+      let path = folder.path(of: file.rawValue)
+      var size = 0
+      for suffix in ["", "-wal"] {
+        guard let fd = try folder.openFile(file.rawValue + suffix, create: false) else { continue }
+        var info = stat()
+        if fstat(fd, &info) == 0 { size += Int(info.st_size) }
+        close(fd)
+      }
+      let migrations: [String]
+      do {
+        migrations = try DatabaseQueue(path: path).read { db in
+          guard try db.tableExists("grdb_migrations") else { return [] }
+          return try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
+        }
+      } catch {
+        throw StoreDatabase.translate(error, path: path)
+      }
+      infos.append(SharedDatabaseInfo(name: name, path: path, size: size, migrations: migrations))
+    }
+    return infos
+  }
+}
