@@ -43,8 +43,9 @@
 //                                 `timeout=MS`, waits for another refresh at most MS) → ok VALUE
 //   dwatch DOMAIN KEY | dnext [MILLISECONDS] (→ ok INT | ok nil | ok none)
 //   dbusy                       → ok N (times SQLite's busy handler ran in this process)
-//   dbopen NAME VERSION [COUNTFILE]   opens the shared database with migrations v1…vVERSION
-//                               (each appends its name to COUNTFILE when it runs) → ok opened
+//   dbopen NAME VERSION [COUNTFILE [legacy]]   opens the shared database with migrations
+//                               v1…vVERSION (and one called legacy); each appends its name to
+//                               COUNTFILE when it runs → ok opened
 //   dbinsert NAME COUNT         COUNT rows, a transaction each   → ok done
 //   dbcount NAME                → ok N
 //   dbwatch NAME | dbnext [MILLISECONDS]   a ValueObservation of the row count → ok N | ok none
@@ -305,15 +306,18 @@ func incrementFile(_ path: String) {
   case "dbopen":
     let countFile = words.count > 3 ? words[3] : nil
     var migrator = DatabaseMigrator()
-    for version in 1...Int(words[2])! {
-      migrator.registerMigration("v\(version)") { db in
+    var names = (1...Int(words[2])!).map { "v\($0)" }
+    if words.count > 4 && words[4] == "legacy" { names.append("legacy") }  // one the newer program never had
+    for (index, name) in names.enumerated() {
+      let version = index + 1
+      migrator.registerMigration(name) { db in
         if version == 1 {
           try db.execute(sql: "CREATE TABLE item (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
         } else {
           try db.execute(sql: "CREATE INDEX item_name_\(version) ON item(name)")
         }
         if let countFile {
-          let line = Array("v\(version)\n".utf8)
+          let line = Array("\(name)\n".utf8)
           let fd = open(countFile, O_WRONLY | O_CREAT | O_APPEND, 0o600)
           _ = write(fd, line, line.count)
           close(fd)

@@ -52,12 +52,13 @@ struct SharedDatabaseTests {
     try newer.send("dbopen versioned 2")
     try newer.send("dbinsert versioned 5")
     newer.kill()
+    // The older program knows a migration the newer one never had: refused before running it.
+    let countFile = directory.path + "/migrations"
     let older = try Peer(container: directory.path)
-    let answer = try older.ask("dbopen versioned 1")
+    let answer = try older.ask("dbopen versioned 1 \(countFile) legacy")
     #expect(answer.hasPrefix("error incompatible schema"), "\(answer)")
     #expect(answer.contains("versioned.sqlite"))
     // Nothing changed: the newer program opens it as it left it, its migrations not run again.
-    let countFile = directory.path + "/migrations"
     let reopened = try Peer(container: directory.path)
     try reopened.send("dbopen versioned 2 \(countFile)")
     #expect(try reopened.send("dbcount versioned") == "5")

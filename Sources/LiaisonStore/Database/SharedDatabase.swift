@@ -30,11 +30,13 @@ import Liaison
 ///   every other process then calls `notifyChanges(in: .fullDatabase)`, so its `ValueObservation`s
 ///   fetch again.
 /// - **No sleeping on contention.** When another process holds SQLite's write lock, SQLite's busy
-///   handler waits for that process's commit signal instead of sleeping 1, 2, 5 … 100 ms, and
-///   retries at once when it arrives (at most 50 ms per wait; it gives up with `SQLITE_BUSY` only
-///   after 30 s).
+///   handler waits for that process's commit (or rollback) signal instead of sleeping 1, 2, 5 …
+///   100 ms, and retries at once when it arrives (at most 50 ms per wait, for a writer that does
+///   not ring); a lock attempt gives up with `SQLITE_BUSY` after 30 s of waiting.
 /// - ``SharedContainer/suspend()`` posts GRDB's `Database.suspendNotification` (and `resume()`
 ///   its `resumeNotification`) when the configuration observes them, as GRDB recommends on iOS.
+///   GRDB's notification is process-wide: every GRDB database of the process that observes it is
+///   suspended.
 public final class SharedDatabase: Sendable {
   /// The database's name.
   public let name: LiaisonName
@@ -70,9 +72,11 @@ public final class SharedDatabase: Sendable {
     let lock = ProcessLock(name: try LiaisonName(name.rawValue + ".open"), folder: folder, container: container)
     let held = try lock.lock()
     defer { held.unlock() }
+    let migrationsRan: Bool
     do {
       pool = try DatabasePool(path: path, configuration: configuration)
-      try migrator.migrate(pool)
+      // Checked before migrating: an older program must not run its migrations (or erase the
+      // database) over a schema that a newer one wrote.
       if try pool.read(migrator.hasBeenSuperseded) {
         throw LiaisonError(
           .incompatibleSchema,
@@ -80,6 +84,9 @@ public final class SharedDatabase: Sendable {
             + "does not know. Update the program; nothing was changed.",
           path: path)
       }
+      let before = try pool.read(migrator.appliedIdentifiers)
+      try migrator.migrate(pool)
+      migrationsRan = try pool.read(migrator.appliedIdentifiers) != before
     } catch let error as LiaisonError {
       throw error
     } catch {
@@ -94,23 +101,37 @@ public final class SharedDatabase: Sendable {
     // Another process committed: wake this process's busy waiters, and refresh its observations.
     // Own commits need neither (observations see them already), so they are ignored.
     let refreshQueue = DispatchQueue(label: "Liaison.SharedDatabase.\(name)")
-    remoteCommits = try signal.observe(on: refreshQueue, ignoringOwnPosts: true) { _ in
-      // Observers fetch when a transaction commits, so the change is notified in one; that
-      // commit only relays another process's and must not ring the other processes again.
-      try? pool.write { db in
-        commitRinger.relaying.withLock { $0 = true }
-        try db.notifyChanges(in: .fullDatabase)
+    @Sendable func relay(retrying: Bool) {
+      do {
+        // Observers fetch when a transaction commits, so the change is notified inside one: an
+        // empty deferred transaction, which takes no SQLite lock. It runs on GRDB's writer queue,
+        // one access at a time, so the flag that keeps it from ringing covers it and nothing else.
+        try pool.writeWithoutTransaction { db in
+          commitRinger.relaying.withLock { $0 = true }
+          defer { commitRinger.relaying.withLock { $0 = false } }
+          db.clearSchemaCache()  // the other process may have created tables
+          try db.inTransaction(.deferred) {
+            try db.notifyChanges(in: .fullDatabase)
+            return .commit
+          }
+        }
+      } catch {
+        // Busy for 30 s, or suspended: try once more shortly, so the change is not lost.
+        if retrying { refreshQueue.asyncAfter(deadline: .now() + .milliseconds(100)) { relay(retrying: false) } }
       }
-      commitRinger.relaying.withLock { $0 = false }
     }
+    remoteCommits = try signal.observe(on: refreshQueue, ignoringOwnPosts: true) { _ in relay(retrying: true) }
     let busyWakeups = try signal.observe(on: DispatchQueue.global(), ignoringOwnPosts: true) { _ in
       doorbell.ring()
     }
+    // The handlers capture only a flag: capturing `lifecycle`, which keeps them, would be a cycle.
+    let observesSuspension = configuration.observesSuspensionNotifications
     lifecycle = DatabaseLifecycle(
-      busyWakeups: busyWakeups, observesSuspension: configuration.observesSuspensionNotifications)
-    let lifecycle = lifecycle
-    lifecycle.keep(
-      container.registerSuspensionHandlers(suspend: { lifecycle.suspend() }, resume: { lifecycle.resume() }))
+      busyWakeups: busyWakeups,
+      suspensionHandlers: container.registerSuspensionHandlers(
+        suspend: { DatabaseLifecycle.postSuspension(observesSuspension) },
+        resume: { DatabaseLifecycle.postResumption(observesSuspension) }))
+    if migrationsRan { try? signal.post() }  // other processes may observe tables just created
   }
 
   /// The migrations applied to the database, in order.
@@ -142,11 +163,12 @@ extension SharedContainer {
   }
 }
 
-/// Rings the database's signal after every commit in this process, except the commits that only
-/// relay another process's changes to this process's observers.
+/// Rings the database's signal after every commit (and rollback) in this process, except the
+/// commits that only relay another process's changes to this process's observers.
 private final class CommitRinger: TransactionObserver, Sendable {
   let signal: Signal
-  /// Set while a relaying transaction runs (on GRDB's writer queue, which runs one at a time).
+  /// Set while a relaying transaction runs, on GRDB's writer queue, which runs one access at a
+  /// time: no other commit can happen while it is set.
   let relaying = Locked(false)
   init(signal: Signal) { self.signal = signal }
   func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
@@ -154,22 +176,39 @@ private final class CommitRinger: TransactionObserver, Sendable {
   func databaseDidCommit(_ db: Database) {
     if !relaying.withLock({ $0 }) { try? signal.post() }
   }
-  func databaseDidRollback(_ db: Database) {}
+  /// A rollback frees SQLite's write lock too: ring, so that other processes' busy waiters retry
+  /// at once (their observations fetch again and find nothing new).
+  func databaseDidRollback(_ db: Database) {
+    if !relaying.withLock({ $0 }) { try? signal.post() }
+  }
 }
 
-/// What SQLite's busy handler waits on: the commits of other processes.
+/// What SQLite's busy handler waits on: the commits (and rollbacks) of other processes.
 final class CommitDoorbell: Sendable {
   private let semaphore = DispatchSemaphore(value: 0)
   private let waiters = Locked(0)
+  /// When each connection's current lock attempt started waiting (busy handlers run on the
+  /// connection's own thread), to give up after ``patience``.
+  private let waitingSince = Locked<[ObjectIdentifier: UInt64]>([:])
   /// How long one wait lasts at most before SQLite retries anyway (a writer that does not ring).
   static let longestWait: DispatchTimeInterval = .milliseconds(50)
-  /// How many waits before giving up with `SQLITE_BUSY`: 30 s of 50 ms waits.
-  static let patience = 600
+  /// How long a lock attempt waits in all before `SQLITE_BUSY` reaches the caller.
+  static let patience: UInt64 = 30_000_000_000
 
-  /// Called by SQLite's busy handler with the number of times it was called before for this lock:
-  /// waits for another process's commit (or 50 ms), then asks SQLite to retry.
+  /// Called by SQLite's busy handler with the number of times it was called before for this lock
+  /// attempt: waits for another process's commit (or 50 ms), then asks SQLite to retry, until the
+  /// attempt has waited 30 s in all.
   func waitForCommit(attempts: Int) -> Bool {
-    guard attempts < Self.patience else { return false }
+    let thread = ObjectIdentifier(Thread.current)
+    let now = DispatchTime.now().uptimeNanoseconds
+    let since = waitingSince.withLock { since -> UInt64 in
+      if attempts == 0 || since[thread] == nil { since[thread] = now }
+      return since[thread]!
+    }
+    guard now - since < Self.patience else {
+      _ = waitingSince.withLock { $0.removeValue(forKey: thread) }
+      return false
+    }
     waiters.withLock { $0 += 1 }
     if semaphore.wait(timeout: .now() + Self.longestWait) == .timedOut {
       waiters.withLock { $0 = max(0, $0 - 1) }
@@ -177,7 +216,8 @@ final class CommitDoorbell: Sendable {
     return true
   }
 
-  /// Another process committed: wakes every waiting busy handler.
+  /// Another process committed or rolled back: wakes every waiting busy handler. (A wake-up that
+  /// arrives just as a wait times out stays in the semaphore and only makes the next retry early.)
   func ring() {
     let count = waiters.withLock { waiters -> Int in
       defer { waiters = 0 }
@@ -191,22 +231,21 @@ final class CommitDoorbell: Sendable {
 /// part in the container's suspend and resume.
 final class DatabaseLifecycle: Sendable {
   private let busyWakeups: SignalObservation
-  private let observesSuspension: Bool
-  private let suspensionHandlers = Locked<AnyObject?>(nil)
+  private let suspensionHandlers: SuspensionHandlers
 
-  init(busyWakeups: SignalObservation, observesSuspension: Bool) {
+  init(busyWakeups: SignalObservation, suspensionHandlers: SuspensionHandlers) {
     self.busyWakeups = busyWakeups
-    self.observesSuspension = observesSuspension
+    self.suspensionHandlers = suspensionHandlers
   }
 
-  func keep(_ handlers: AnyObject) { suspensionHandlers.withLock { $0 = handlers } }
-
-  func suspend() {
-    if observesSuspension { NotificationCenter.default.post(name: Database.suspendNotification, object: nil) }
+  /// GRDB's suspension notification is process-wide: it suspends every GRDB database of the
+  /// process that observes it, as GRDB documents.
+  static func postSuspension(_ observed: Bool) {
+    if observed { NotificationCenter.default.post(name: Database.suspendNotification, object: nil) }
   }
 
-  func resume() {
-    if observesSuspension { NotificationCenter.default.post(name: Database.resumeNotification, object: nil) }
+  static func postResumption(_ observed: Bool) {
+    if observed { NotificationCenter.default.post(name: Database.resumeNotification, object: nil) }
   }
 }
 
