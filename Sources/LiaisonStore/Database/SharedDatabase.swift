@@ -109,7 +109,13 @@ public final class SharedDatabase: Sendable {
         try pool.writeWithoutTransaction { db in
           commitRinger.relaying.withLock { $0 = true }
           defer { commitRinger.relaying.withLock { $0 = false } }
-          db.clearSchemaCache()  // the other process may have created tables
+          // The other process may have changed the schema (created tables): GRDB's writer never
+          // rereads it by itself. Cleared only when it changed, as rereading it costs every fetch.
+          let schemaVersion = try db.schemaVersion()
+          if commitRinger.schemaVersion.withLock({ $0 }) != schemaVersion {
+            db.clearSchemaCache()
+            commitRinger.schemaVersion.withLock { $0 = schemaVersion }
+          }
           try db.inTransaction(.deferred) {
             try db.notifyChanges(in: .fullDatabase)
             return .commit
@@ -170,6 +176,8 @@ private final class CommitRinger: TransactionObserver, Sendable {
   /// Set while a relaying transaction runs, on GRDB's writer queue, which runs one access at a
   /// time: no other commit can happen while it is set.
   let relaying = Locked(false)
+  /// The schema version the writer's schema cache was last known to match.
+  let schemaVersion = Locked<Int32?>(nil)
   init(signal: Signal) { self.signal = signal }
   func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
   func databaseDidChange(with event: DatabaseEvent) {}
