@@ -139,18 +139,6 @@ public final class SharedDatabase: Sendable {
         resume: { DatabaseLifecycle.postResumption(observesSuspension) }))
     if migrationsRan { try? signal.post() }  // other processes may observe tables just created
   }
-
-  /// The migrations applied to the database, in order.
-  public func appliedMigrations() throws(LiaisonError) -> [String] {
-    do {
-      return try pool.read { db in
-        guard try db.tableExists("grdb_migrations") else { return [] }
-        return try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
-      }
-    } catch {
-      throw StoreDatabase.translate(error, path: path)
-    }
-  }
 }
 
 extension SharedContainer {
