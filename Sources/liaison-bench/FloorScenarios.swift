@@ -44,32 +44,3 @@ enum Floor {
     }
   }
 }
-
-/// The peers' side of the floors and scenarios.
-enum PeerRole {
-  static func run(_ role: String, _ arguments: [String]) throws -> Never {
-    let input = FileHandle.standardInput.fileDescriptor
-    let output = FileHandle.standardOutput.fileDescriptor
-    switch role {
-    case "echo":
-      writeBytes(output, [UInt8(ascii: "r")])
-      while true { writeBytes(output, readBytes(input, 1)) }
-    case "lock-holder":
-      try LockScenarios.holdAndRelease(container: arguments[0], name: arguments[1], input: input, output: output)
-    case "seed-holder":
-      LockScenarios.seedHoldAndRelease(path: arguments[0], input: input, output: output)
-    case "signal-observer":
-      try SignalScenarios.observe(container: arguments[0], name: arguments[1], input: input, output: output)
-    case "defaults-writer":
-      try DefaultsScenarios.write(container: arguments[0], domain: arguments[1], input: input, output: output)
-    case "defaults-observer":
-      try DefaultsScenarios.observe(container: arguments[0], domain: arguments[1], input: input, output: output)
-    case "database-observer":
-      try DatabaseScenarios.observe(container: arguments[0], name: arguments[1], input: input, output: output)
-    case "claimer":
-      try PresenceScenarios.claimAndWait(container: arguments[0], name: arguments[1], input: input, output: output)
-    default:
-      fatalError("unknown peer role \(role)")
-    }
-  }
-}

@@ -168,6 +168,22 @@ struct SharedDefaultsTests {
     #expect(waited >= 0.3 && waited < 5, "waited \(waited) s")
   }
 
+  @Test func aStoreMigratedByANewerVersionIsRefusedAndLeftAsItIs() throws {
+    let maker = try Peer(container: directory.path)
+    try maker.send("dset app launches 7")
+    maker.kill()
+    let file = directory.path + "/.liaison/store/defaults.sqlite"
+    let queue = try DatabaseQueue(path: file)
+    try queue.write { db in try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('defaults v99')") }
+    let reader = try Peer(container: directory.path)
+    let answer = try reader.ask("dget app launches")
+    #expect(answer.hasPrefix("error incompatible schema"), "\(answer)")
+    let rows = try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM defaults_entry") }
+    let migrations = try queue.read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") }
+    #expect(rows == 1)
+    #expect(migrations == ["defaults v1", "defaults v99"])
+  }
+
   @Test func transactionsAreAtomicAndRollBackOnError() throws {
     let defaults = try SharedContainer(directory: directory.path).defaults("tx")
     let a = DefaultsKey<Int>("a")

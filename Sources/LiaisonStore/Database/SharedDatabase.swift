@@ -57,11 +57,6 @@ public final class SharedDatabase: Sendable {
     let folder = try container.privateFolder("databases")
     let file = name.rawValue + ".sqlite"
     path = folder.path(of: file)
-    // SQLite follows symbolic links: check each file it opens with Liaison's own safe open first.
-    if let fd = try folder.openFile(file, create: true) { close(fd) }
-    for suffix in ["-wal", "-shm"] {
-      if let fd = try folder.openFile(file + suffix, create: false) { close(fd) }
-    }
     signal = try Signal(name: name, folder: try container.privateFolder("database-signals"))
 
     let doorbell = CommitDoorbell()
@@ -70,31 +65,10 @@ public final class SharedDatabase: Sendable {
     configuration.busyMode = .callback { attempts in doorbell.waitForCommit(attempts: attempts) }
 
     let lock = ProcessLock(name: try LiaisonName(name.rawValue + ".open"), folder: folder, container: container)
-    let held = try lock.lock()
-    defer { held.unlock() }
-    let migrationsRan: Bool
-    do {
-      pool = try DatabasePool(path: path, configuration: configuration)
-      // Checked before migrating: an older program must not run its migrations (or erase the
-      // database) over a schema that a newer one wrote.
-      if try pool.read(migrator.hasBeenSuperseded) {
-        throw LiaisonError(
-          .incompatibleSchema,
-          "The database '\(path)' was migrated by a newer version of this program, with migrations this version "
-            + "does not know. Update the program; nothing was changed.",
-          path: path)
-      }
-      let before = try pool.read(migrator.appliedIdentifiers)
-      try migrator.migrate(pool)
-      migrationsRan = try pool.read(migrator.appliedIdentifiers) != before
-    } catch let error as LiaisonError {
-      throw error
-    } catch {
-      throw StoreDatabase.translate(error, path: path)
-    }
-
+    let (pool, migrationsRan) = try SharedPool.open(
+      file, in: folder, configuration: configuration, migrator: migrator, lock: lock)
+    self.pool = pool
     let signal = signal
-    let pool = pool
     let commitRinger = CommitRinger(signal: signal)
     self.commitRinger = commitRinger
     pool.add(transactionObserver: commitRinger, extent: .databaseLifetime)

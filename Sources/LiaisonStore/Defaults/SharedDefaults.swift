@@ -374,7 +374,8 @@ extension SharedContainer {
   /// The shared defaults domain called `domain`.
   ///
   /// - Throws: ``LiaisonError/Code/invalidName`` when `domain` breaks the naming rule;
-  ///   ``LiaisonError/Code/corruptFile`` when the store is damaged or newer than this program.
+  ///   ``LiaisonError/Code/corruptFile`` when the store is damaged;
+  ///   ``LiaisonError/Code/incompatibleSchema`` when a newer version of Liaison migrated it.
   public func defaults(_ domain: String) throws(LiaisonError) -> SharedDefaults {
     try SharedDefaults(domain: try LiaisonName(domain), container: self)
   }

@@ -57,9 +57,6 @@ final class GenerationCounters: @unchecked Sendable {
 
   func load(_ slot: Int) -> UInt64 { cliaison_atomic_load(words + slot) }
 
-  /// Sets a slot, for tests that stage a writer that died mid-write.
-  func store(_ value: UInt64, at slot: Int) { words[slot] = value }
-
   @discardableResult
   func increment(_ slot: Int) -> UInt64 { cliaison_atomic_increment(words + slot) }
 }

@@ -54,14 +54,6 @@ final class StoreDatabase: Sendable {
   private static func open(
     _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator
   ) throws(LiaisonError) -> StoreDatabase {
-    let file = name + ".sqlite"
-    let path = folder.path(of: file)
-    // SQLite follows symbolic links; check each file it will open with Liaison's own safe open
-    // first (created 0600 if missing), so that a planted link or foreign file is refused.
-    if let fd = try folder.openFile(file, create: true) { close(fd) }
-    for suffix in ["-wal", "-shm"] {
-      if let fd = try folder.openFile(file + suffix, create: false) { close(fd) }
-    }
     var configuration = Configuration()
     // Liaison's writers never contend inside SQLite (the process lock serialises them). Writers
     // that skip the lock (the sqlite3 shell) still get waited for, up to 10 s, and each wait
@@ -77,26 +69,9 @@ final class StoreDatabase: Sendable {
     configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
     configuration.label = "Liaison.\(name)"
     let writeLock = ProcessLock(name: try LiaisonName(name + ".write"), folder: folder, container: container)
-    // Opened, set up and migrated under the write lock: creating a database switches it to WAL
-    // and writes its schema, which would otherwise make concurrent openers wait inside SQLite.
-    let held = try writeLock.lock()
-    defer { held.unlock() }
-    let pool: DatabasePool
-    do {
-      pool = try DatabasePool(path: path, configuration: configuration)
-      try migrator.migrate(pool)
-      if try pool.read(migrator.hasBeenSuperseded) {
-        throw LiaisonError(
-          .corruptFile,
-          "The store '\(path)' was written by a newer version of Liaison, with a schema this version "
-            + "does not know. Update this program; the file is left as it is.",
-          path: path)
-      }
-    } catch let error as LiaisonError {
-      throw error
-    } catch {
-      throw translate(error, path: path)
-    }
+    let (pool, _) = try SharedPool.open(
+      name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, lock: writeLock)
+    let path = folder.path(of: name + ".sqlite")
     let database = StoreDatabase(
       pool: pool, path: path, folder: folder,
       generations: try GenerationCounters(folder: folder, name: name + ".generations"), writeLock: writeLock)
