@@ -49,6 +49,15 @@
 //   dbinsert NAME COUNT         COUNT rows, a transaction each   → ok done
 //   dbcount NAME                → ok N
 //   dbwatch NAME | dbnext [MILLISECONDS]   a ValueObservation of the row count → ok N | ok none
+//   msend MAILBOX SENDER COUNT  COUNT sends, one at a time, of {sender, n: 0…COUNT-1} with ids
+//                               SENDER-n                          → ok sent
+//   msendid MAILBOX ID TEXT     one send of the string TEXT with id ID → ok ID
+//   msendraw MAILBOX TEXT       one send of TEXT's bytes as Data  → ok sent
+//   mreceive MAILBOX LOG BATCH  becomes the receiver (→ ok receiving), then for ever: waits for
+//                               up to BATCH messages, appends "SENDER N" per message to LOG in
+//                               one write, acknowledges them, appends "acked"
+//   mreceiver MAILBOX           becomes the receiver and stays it → ok receiver
+//   mcount MAILBOX              → ok N (messages waiting)
 //   residue NAME    with NAME held elsewhere: a timed-out async wait and a cancelled one, with
 //                   this process's descriptor and thread counts before and after
 //                                     → ok FDS THREADS FDS THREADS timedOut=CODE cancelled=TYPE
@@ -122,6 +131,23 @@ let databaseCounts = Inbox<String>()
   return opened
 }
 var claims: [String: PresenceClaim] = [:]
+var receivers: [String: MailboxReceiver] = [:]
+var receiving: [Task<Void, Never>] = []
+
+/// What `msend` sends and `mreceive` receives.
+struct TestMessage: Codable, Sendable {
+  let sender: String
+  let n: Int
+}
+
+/// Appends `text` to the file at `path` in one write.
+@Sendable func append(_ text: String, to path: String) {
+  let bytes = Array(text.utf8)
+  let fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+  precondition(fd >= 0, "cannot open \(path)")
+  precondition(write(fd, bytes, bytes.count) == bytes.count, "short write to \(path)")
+  close(fd)
+}
 var leases: [String: PresenceLease] = [:]
 
 func monotonicNanoseconds() -> UInt64 {
@@ -351,6 +377,39 @@ func incrementFile(_ path: String) {
     return String(SharedDefaults.sqliteBusyWaits)
   case "dnext":
     return defaultsValues.take(milliseconds: words.count > 1 ? Int(words[1])! : 30_000) ?? "none"
+  case "msend":
+    let mailbox = try container.mailbox(words[1], sender: words[2])
+    for n in 0..<Int(words[3])! {
+      try mailbox.send(TestMessage(sender: words[2], n: n), id: "\(words[2])-\(n)")
+    }
+    return "sent"
+  case "msendid":
+    return try container.mailbox(words[1]).send(words[3], id: words[2])
+  case "msendraw":
+    try container.mailbox(words[1]).send(Data(words[2].utf8))
+    return "sent"
+  case "mreceive":
+    let receiver = try container.mailbox(words[1]).receiver()
+    let (log, batchSize) = (words[2], Int(words[3])!)
+    receiving.append(
+      Task.detached {
+        do {
+          while true {
+            let batch = try await receiver.receive(TestMessage.self, limit: batchSize)
+            append(batch.map { "\($0.payload.sender) \($0.payload.n)\n" }.joined(), to: log)
+            try receiver.acknowledge(batch)
+            append("acked\n", to: log)
+          }
+        } catch {
+          append("error \(error)\n", to: log)
+        }
+      })
+    return "receiving"
+  case "mreceiver":
+    receivers[words[1]] = try container.mailbox(words[1]).receiver()
+    return "receiver"
+  case "mcount":
+    return String(try container.mailbox(words[1]).count())
   case "counts":
     let (descriptors, threads) = counts()
     return "\(descriptors) \(threads)"

@@ -23,6 +23,7 @@ struct DemoCommand: AsyncParsableCommand {
     try tokenScene(container)
     try await doorbellScene(container)
     try databaseScene(container)
+    try inboxScene(container)
     print("Done; the temporary container is removed.")
   }
 
@@ -93,6 +94,31 @@ struct DemoCommand: AsyncParsableCommand {
     say("share", try share.readLine())
     say("app", try app.readLine())
     print("   The extension's commit rang a signal; the app's GRDB observation fetched again by itself.\n")
+  }
+
+  /// Question 5: a message to the other side, which is not running.
+  private func inboxScene(_ container: SharedContainer) throws {
+    print("5. The share extension saves links while the app is not running; does the app get them?  (Mailbox)")
+    let share = try DemoActor(role: "inbox-share", container: container)
+    for _ in 0..<3 { say("share", try share.readLine()) }
+    try share.expect("done")
+    let inbox = try container.mailbox("inbox")
+    say("app", "is not running; its inbox holds \(try inbox.count()) messages")
+    let app = try DemoActor(role: "inbox-app", container: container, arguments: ["crash-before-last"])
+    while true {
+      let line = try app.readLine()
+      if line == "crash-me" { break }
+      say("app", line)
+    }
+    app.crash()
+    say("app", "crashes (SIGKILL) before acknowledging it; the inbox still holds \(try inbox.count()) message")
+    let restarted = try DemoActor(role: "inbox-app", container: container, arguments: ["drain"])
+    while true {
+      let line = try restarted.readLine()
+      if line == "done" { break }
+      say("app", line)
+    }
+    print("   Messages wait on disk until acknowledged: a crash can repeat one, never lose one.\n")
   }
 
   static let journalMigrator: DatabaseMigrator = {
@@ -227,6 +253,31 @@ struct DemoActorCommand: AsyncParsableCommand {
         try db.execute(sql: "INSERT INTO entry (text) VALUES (?)", arguments: ["A link saved from Safari"])
       }
       announce("saves \"A link saved from Safari\" into the same database")
+    case "inbox-share":
+      let inbox = try container.mailbox("inbox", sender: "share extension")
+      for (number, link) in ["swift.org", "sqlite.org/wal.html", "man7.org/flock.2"].enumerated() {
+        try inbox.send(link, id: "link-\(number + 1)")
+        announce("sends \"\(link)\" to the app's inbox")
+      }
+      announce("done")
+    case "inbox-app":
+      let receiver = try container.mailbox("inbox").receiver()
+      let crashBeforeLast = arguments.first == "crash-before-last"
+      announce(crashBeforeLast ? "starts, and receives its inbox" : "starts again")
+      while true {
+        let batch = try receiver.receiveAvailable(String.self)
+        if batch.isEmpty { break }
+        for envelope in batch {
+          announce("receives \"\(envelope.payload)\" from the \(envelope.sender)")
+          if crashBeforeLast, try receiver.mailbox.count() == 1 {
+            announce("crash-me")
+            while Swift.readLine() != nil {}
+          }
+          try receiver.acknowledge(envelope)
+        }
+      }
+      announce("has an empty inbox (\(try receiver.mailbox.count()) messages)")
+      announce("done")
     case "doorbell-app":
       let changes = try container.signal("notes-changed").notifications()
       announce("listening")

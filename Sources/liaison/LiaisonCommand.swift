@@ -5,20 +5,22 @@ import Liaison
 struct LiaisonCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "liaison",
-    abstract: "Inspect and drive the locks, presences, signals and defaults that processes share in a container.",
+    abstract:
+      "Inspect and drive the locks, presences, signals, defaults and mailboxes that processes share in a container.",
     discussion: """
       The container is --container PATH, else $\(SharedContainer.environmentVariable), else \
       \(SharedContainer.defaultDirectory).
 
       Exit status: 0 on success (or the command's own status for `lock` and `presence claim`); \
       1 when `presence check` finds the presence inactive; \(ExitStatus.busy) (EX_TEMPFAIL) when \
-      `lock` or `wait` times out or `presence claim` finds the presence held; 64 for bad usage or a bad \
+      `lock` or `wait` times out, `presence claim` finds the presence held, or `receive` finds another receiver; 64 for bad usage or a bad \
       name; 70 for any other failure; 126/127 when the command cannot be run or is not found; \
       128+N when it was killed by signal N.
       """,
     subcommands: [
       LockCommand.self, PresenceCommand.self, PostCommand.self, WaitCommand.self, ObserveCommand.self,
-      StateCommand.self, DefaultsCommand.self, StatusCommand.self, DemoCommand.self, DemoActorCommand.self,
+      StateCommand.self, DefaultsCommand.self, SendCommand.self, ReceiveCommand.self,
+      PeekCommand.self, StatusCommand.self, DemoCommand.self, DemoActorCommand.self,
     ]
   )
 }

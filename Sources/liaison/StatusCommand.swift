@@ -5,7 +5,8 @@ import LiaisonStore
 struct StatusCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "status",
-    abstract: "Show everything in the container at a glance: presences, locks, signals, defaults and databases.",
+    abstract:
+      "Show everything in the container at a glance: presences, locks, signals, defaults, mailboxes and databases.",
     discussion: """
       Lock states come from a non-blocking probe that takes and releases each free lock for a \
       moment; a process's tryLock at that very moment may find it taken.
@@ -30,6 +31,13 @@ struct StatusCommand: AsyncParsableCommand {
     let keys: Int
   }
 
+  struct MailboxReport: Encodable {
+    let name: String
+    let waiting: Int
+    let quarantined: Int
+    let bytes: Int
+  }
+
   struct DatabaseReport: Encodable {
     let name: String
     let file: String
@@ -44,6 +52,7 @@ struct StatusCommand: AsyncParsableCommand {
     let locks: [LockReport]
     let signals: [SignalReport]
     let defaults: [DomainReport]
+    let mailboxes: [MailboxReport]
     let databases: [DatabaseReport]
   }
 
@@ -56,6 +65,9 @@ struct StatusCommand: AsyncParsableCommand {
         locks: try container.locks().map { LockReport(name: $0.name.rawValue, state: "\(try $0.probe())") },
         signals: try container.signals().map { SignalReport(name: $0.name.rawValue, state: try $0.state) },
         defaults: try container.defaultsDomains().map { DomainReport(name: $0.domain.rawValue, keys: $0.keyCount) },
+        mailboxes: try container.mailboxes().map {
+          MailboxReport(name: $0.name.rawValue, waiting: $0.waiting, quarantined: $0.quarantined, bytes: $0.bytes)
+        },
         databases: try container.sharedDatabases().map {
           DatabaseReport(
             name: $0.name.rawValue, file: $0.path, bytes: $0.size, schemaVersion: $0.migrations.last,
@@ -80,6 +92,10 @@ struct StatusCommand: AsyncParsableCommand {
     print("Defaults:" + (report.defaults.isEmpty ? " none" : ""))
     for domain in report.defaults {
       print("  \(domain.name)\t\(domain.keys) key" + (domain.keys == 1 ? "" : "s"))
+    }
+    print("Mailboxes:" + (report.mailboxes.isEmpty ? " none" : ""))
+    for mailbox in report.mailboxes {
+      print("  \(mailbox.name)\t\(mailbox.waiting) waiting\t\(mailbox.quarantined) quarantined\t\(mailbox.bytes) bytes")
     }
     print("Databases:" + (report.databases.isEmpty ? " none" : ""))
     for database in report.databases {

@@ -167,12 +167,44 @@ struct CLITests {
     #expect(status.output.contains("\"migrations\":2,\"name\":\"notes\",\"schemaVersion\":\"v2\""), "\(status.output)")
   }
 
+  @Test func sendPeekReceiveAndStatusBacklog() throws {
+    #expect(try liaison(["send", "inbox", "hello", "--id", "m1"]).output == "m1\n")
+    #expect(try liaison(["send", "inbox", "{\"n\": 2}", "--id", "m2"]).status == 0)
+    #expect(try liaison(["send", "inbox", "again", "--id", "m1"]).status == 0)  // stored once
+    #expect(try liaison(["peek", "inbox"]).output == "m1\tliaison\t\"hello\"\nm2\tliaison\t{\"n\": 2}\n")
+    #expect(try liaison(["status", "--json"]).output.contains("\"mailboxes\":[{\"bytes\":15,\"name\":\"inbox\","))
+    #expect(try liaison(["receive", "inbox", "--count", "1", "--no-ack"]).output == "\"hello\"\n")
+    let first = try liaison(["receive", "inbox", "--count", "1", "--json"]).output
+    #expect(first.hasPrefix("{\"id\":\"m1\",\"payload\":\"hello\",\"sender\":\"liaison\",\"sentAt\":\""), "\(first)")
+    #expect(try liaison(["receive", "inbox"]).output == "{\"n\": 2}\n")
+    #expect(try liaison(["receive", "inbox"]).output.isEmpty)
+    #expect(try liaison(["status"]).output.contains("Mailboxes: none"))
+    #expect(try liaison(["send", "bad/name", "x"]).status == 64)
+  }
+
+  @Test func receiveFollowsAndASecondReceiverExits75() throws {
+    let follower = try ChildProcess(
+      productsDirectory().appendingPathComponent("liaison").path,
+      ["receive", "queue", "--follow", "--count", "2", "--container", directory.path])
+    try waitUntil("the follower holds the mailbox") {
+      try liaison(["receive", "queue"]).status == 75
+    }
+    #expect(try liaison(["send", "queue", "one"]).status == 0)
+    #expect(try follower.readLine() == "\"one\"")
+    #expect(try liaison(["send", "queue", "two"]).status == 0)
+    #expect(try follower.readLine() == "\"two\"")
+    #expect(follower.wait() == 0)
+    #expect(try liaison(["receive", "queue"]).status == 0)
+  }
+
   @Test func theDemoRunsToTheEndAndExitsZero() throws {
     let demo = try liaison(["demo"])
     #expect(demo.status == 0)
     #expect(demo.output.contains("1 refresh for 3 processes"))
     #expect(demo.output.contains("hears the answer, state 42"))
     #expect(demo.output.contains("shows 1 entry: \"A link saved from Safari\""))
+    #expect(demo.output.contains("its inbox holds 3 messages"))
+    #expect(demo.output.contains("has an empty inbox (0 messages)"))
     #expect(demo.output.contains("Done"))
   }
 }

@@ -327,11 +327,12 @@ struct StoredValue: Sendable {
   }
 
   /// Reads a row without trusting it: a row that another program wrote (a kind Liaison does not
-  /// know, a value that is not bytes) is a corrupt-store error, never a crash.
-  init(row: Row, kindColumn: Int, valueColumn: Int, path: String) throws(LiaisonError) {
+  /// know, a value that is not bytes) is a corrupt-store error (`damaged`, by default one about a
+  /// defaults value), never a crash.
+  init(row: Row, kindColumn: Int, valueColumn: Int, path: String, damaged: LiaisonError? = nil) throws(LiaisonError) {
     guard let rawKind = Int.fromDatabaseValue(row[kindColumn] as DatabaseValue), let kind = Kind(rawValue: rawKind),
       let bytes = Data.fromDatabaseValue(row[valueColumn] as DatabaseValue)
-    else { throw Self.foreignRow(path) }
+    else { throw damaged ?? Self.foreignRow(path) }
     self.init(kind: kind, bytes: bytes)
   }
 

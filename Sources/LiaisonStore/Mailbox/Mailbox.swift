@@ -1,0 +1,406 @@
+import Foundation
+import GRDB
+import Liaison
+
+/// A durable, named queue of messages to one receiver, which need not be running: the share
+/// extension's "the user saved this link" for the app, whenever the app next starts.
+///
+/// ```swift
+/// // In the share extension:
+/// let inbox = try container.mailbox("inbox")
+/// try inbox.send(SavedLink(url: url), id: draftID)   // stored once, even if the extension retries
+///
+/// // In the app, the one receiver:
+/// let receiver = try inbox.receiver()
+/// for try await envelope in receiver.messages(SavedLink.self) {
+///   try save(envelope.payload)
+///   try receiver.acknowledge(envelope)                // never delivered again
+/// }
+/// ```
+///
+/// **Delivery.** Messages are delivered in the order their sends returned (FIFO), to one receiver
+/// at a time, **at least once**: a message is removed only when the receiver acknowledges it, so
+/// one delivered to a receiver that dies before acknowledging is delivered again to the next
+/// receiver. Within one receiver each message is delivered once.
+///
+/// **Sending** never waits for the receiver: a send is one short write to an SQLite database in
+/// the container's private folder (the store), then a ring of the mailbox's ``Signal``, which wakes
+/// the receiver — nobody polls. Once `send` returns, the message survives any crash of any
+/// process. A send may carry its own `id`: a second send with an id that is waiting, or was
+/// acknowledged within the last ``acknowledgedIDRetention``, stores nothing, so a sender that does
+/// not know whether its send went through simply sends again.
+///
+/// **Payloads** are any `Codable` value, stored as JSON, or `Data`, stored as its bytes. A payload
+/// the receiver cannot decode as the type it asks for is **quarantined**: kept with the reason,
+/// shown by ``peek(limit:)`` and `liaison peek`, never delivered again, and the receiver goes on
+/// with the next message.
+public final class Mailbox: Sendable {
+  /// The mailbox's name.
+  public let name: LiaisonName
+  /// The name this handle's messages are sent under (the envelope's `sender`).
+  public let sender: String
+  /// The limits this handle's sends are checked against.
+  public let limits: Limits
+  let store: StoreDatabase
+  let container: SharedContainer
+  let signal: Signal
+
+  /// How long the id of an acknowledged message is remembered, so that a send retried with the
+  /// same id is still recognised: 7 days.
+  public static let acknowledgedIDRetention: Duration = .seconds(7 * 24 * 3600)
+
+  /// The sizes a mailbox may reach, checked at each send.
+  public struct Limits: Sendable, Hashable {
+    /// The largest payload, in bytes of its stored form. Default 1 MiB.
+    public var maximumMessageSize: Int
+    /// The most messages waiting (including quarantined ones). Default 1,000,000.
+    public var maximumMessages: Int
+    /// The most payload bytes waiting (including quarantined ones). Default 256 MiB.
+    public var maximumBytes: Int
+
+    public init(maximumMessageSize: Int = 1 << 20, maximumMessages: Int = 1_000_000, maximumBytes: Int = 256 << 20) {
+      self.maximumMessageSize = maximumMessageSize
+      self.maximumMessages = maximumMessages
+      self.maximumBytes = maximumBytes
+    }
+  }
+
+  init(name: LiaisonName, sender: String, limits: Limits, container: SharedContainer) throws(LiaisonError) {
+    guard !sender.isEmpty, sender.utf8.count <= 256 else {
+      throw LiaisonError(
+        .invalidArgument,
+        "The sender name of mailbox '\(name)' must be 1 to 256 bytes long; it is \(sender.utf8.count).")
+    }
+    guard limits.maximumMessageSize > 0, limits.maximumMessages > 0, limits.maximumBytes > 0 else {
+      throw LiaisonError(.invalidArgument, "The limits of mailbox '\(name)' must all be positive: \(limits).")
+    }
+    self.name = name
+    self.sender = sender
+    self.limits = limits
+    self.container = container
+    store = try StoreDatabase.shared(container, name: "mailboxes", migrator: Self.migrator)
+    signal = try Signal(name: name, folder: try container.privateFolder("mailbox-signals"))
+  }
+
+  // MARK: Sending
+
+  /// Stores `payload` at the end of the mailbox and wakes the receiver. Never waits for the
+  /// receiver; once this returns, the message survives any crash.
+  ///
+  /// - Parameters:
+  ///   - payload: a `Codable` value (stored as JSON) or `Data` (stored as its bytes).
+  ///   - id: the message's id, 1 to 256 bytes; when a message with this id is waiting or was
+  ///     acknowledged recently (``acknowledgedIDRetention``), nothing is stored. `nil` makes a
+  ///     new unique id.
+  /// - Returns: the message's id.
+  /// - Throws: ``LiaisonError/Code/tooLarge`` when the payload or the mailbox would exceed the
+  ///   ``limits``; ``LiaisonError/Code/invalidArgument`` for an empty or too long id, or a value
+  ///   that cannot be encoded.
+  @discardableResult
+  public func send<Payload: Encodable>(_ payload: Payload, id: String? = nil) throws(LiaisonError) -> String {
+    let message = try OutgoingMessage(payload, id: id, mailbox: self)
+    try store.write { db in try insert([message], db) }
+    ring()
+    return message.id
+  }
+
+  /// Stores every payload, in order, in one transaction (all or none), and wakes the receiver
+  /// once: the fast way to send many messages. Each gets a new unique id.
+  ///
+  /// - Returns: the messages' ids, in order.
+  /// - Throws: as ``send(_:id:)``; nothing is stored then.
+  @discardableResult
+  public func sendAll<Payload: Encodable>(_ payloads: some Sequence<Payload>) throws(LiaisonError) -> [String] {
+    var messages: [OutgoingMessage] = []
+    for payload in payloads { messages.append(try OutgoingMessage(payload, id: nil, mailbox: self)) }
+    guard !messages.isEmpty else { return [] }
+    try store.write { db in try insert(messages, db) }
+    ring()
+    return messages.map(\.id)
+  }
+
+  /// Sends JSON text as it is, for tools that do not know the payload's type (the `liaison send`
+  /// command). Any JSON value is accepted, including a bare string or number.
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidArgument`` when `json` is not valid JSON; as
+  ///   ``send(_:id:)`` otherwise.
+  @discardableResult
+  public func sendJSON(_ json: Data, id: String? = nil) throws(LiaisonError) -> String {
+    guard (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) != nil else {
+      throw LiaisonError(.invalidArgument, "The message for mailbox '\(name)' is not valid JSON.")
+    }
+    let message = try OutgoingMessage(kind: .json, bytes: json, id: id, mailbox: self)
+    try store.write { db in try insert([message], db) }
+    ring()
+    return message.id
+  }
+
+  /// Stores the messages that are not yet stored, within the limits, in the caller's transaction.
+  private func insert(_ messages: [OutgoingMessage], _ db: Database) throws {
+    let now = Date().timeIntervalSince1970
+    var usage = try Usage.fetch(db, mailbox: name)
+    let known = try db.cachedStatement(
+      sql: """
+        SELECT 1 FROM mailbox_message WHERE mailbox = ?1 AND id = ?2
+        UNION ALL SELECT 1 FROM mailbox_acknowledged WHERE mailbox = ?1 AND id = ?2
+        """)
+    let insert = try db.cachedStatement(
+      sql: """
+        INSERT INTO mailbox_message (mailbox, id, given_id, sender, sent_at, kind, payload) VALUES (?, ?, ?, ?, ?, ?, ?)
+        """)
+    for message in messages {
+      if message.givenID, try Bool.fetchOne(known, arguments: [name.rawValue, message.id]) != nil { continue }
+      usage.messages += 1
+      usage.bytes += message.bytes.count
+      guard usage.messages <= limits.maximumMessages, usage.bytes <= limits.maximumBytes else {
+        throw LiaisonError(
+          .tooLarge,
+          "The mailbox '\(name)' is full: it would hold \(usage.messages) messages, \(usage.bytes) bytes; its limits "
+            + "are \(limits.maximumMessages) messages, \(limits.maximumBytes) bytes. Nothing was sent: the receiver "
+            + "must acknowledge messages (or remove quarantined ones) first.")
+      }
+      try insert.execute(arguments: [
+        name.rawValue, message.id, message.givenID, sender, now, message.kind.rawValue, message.bytes,
+      ])
+    }
+    try usage.save(db, mailbox: name)
+  }
+
+  /// Wakes the receiver. A failed ring only delays it until its next wake-up; the message is
+  /// stored.
+  func ring() { try? signal.post() }
+
+  // MARK: Inspecting
+
+  /// The first `limit` messages in delivery order, quarantined ones included (with their reason),
+  /// without receiving them: for tools and diagnostics. Needs no receiver.
+  public func peek(limit: Int = 100) throws(LiaisonError) -> [MailboxEntry] {
+    guard limit > 0 else { return [] }
+    return try store.read { db in
+      try MessageRow.fetch(db, mailbox: name, after: 0, limit: limit, includingQuarantined: true, path: store.path)
+        .map { row in
+          MailboxEntry(
+            id: row.id, sentAt: row.sentAt, sender: row.sender, payload: row.payload.raw,
+            quarantineReason: row.quarantineReason)
+        }
+    }
+  }
+
+  /// How many messages wait to be received and acknowledged, not counting quarantined ones.
+  public func count() throws(LiaisonError) -> Int {
+    let usage = try store.read { db in try Usage.fetch(db, mailbox: name) }
+    return usage.messages - usage.quarantined
+  }
+
+  // MARK: Schema
+
+  static let migrator: DatabaseMigrator = {
+    var migrator = DatabaseMigrator()
+    migrator.registerMigration("mailbox v1") { db in
+      // AUTOINCREMENT: a position is never reused, even after every message was removed, so a
+      // receiver that has seen position n never skips a new message.
+      try db.execute(
+        sql: """
+          CREATE TABLE mailbox_message (
+            position INTEGER PRIMARY KEY AUTOINCREMENT,
+            mailbox TEXT NOT NULL,
+            id TEXT NOT NULL,
+            given_id INTEGER NOT NULL,
+            sender TEXT NOT NULL,
+            sent_at REAL NOT NULL,
+            kind INTEGER NOT NULL,
+            payload BLOB NOT NULL,
+            quarantine_reason TEXT,
+            UNIQUE (mailbox, id)
+          );
+          CREATE INDEX mailbox_message_order ON mailbox_message (mailbox, position);
+          CREATE TABLE mailbox_acknowledged (
+            mailbox TEXT NOT NULL,
+            id TEXT NOT NULL,
+            acknowledged_at REAL NOT NULL,
+            PRIMARY KEY (mailbox, id)
+          ) WITHOUT ROWID;
+          CREATE INDEX mailbox_acknowledged_age ON mailbox_acknowledged (acknowledged_at);
+          CREATE TABLE mailbox_usage (
+            mailbox TEXT PRIMARY KEY,
+            messages INTEGER NOT NULL,
+            bytes INTEGER NOT NULL,
+            quarantined INTEGER NOT NULL
+          ) WITHOUT ROWID;
+          """)
+    }
+    return migrator
+  }()
+}
+
+extension SharedContainer {
+  /// The mailbox called `name`.
+  ///
+  /// - Parameters:
+  ///   - sender: the name this handle's messages carry as their sender; by default the
+  ///     process's name.
+  ///   - limits: the sizes this handle's sends may make the mailbox reach.
+  /// - Throws: ``LiaisonError/Code/invalidName`` when `name` breaks the naming rule;
+  ///   ``LiaisonError/Code/corruptFile`` when the store is damaged.
+  public func mailbox(
+    _ name: String, sender: String = ProcessInfo.processInfo.processName, limits: Mailbox.Limits = .init()
+  ) throws(LiaisonError) -> Mailbox {
+    try Mailbox(name: try LiaisonName(name), sender: sender, limits: limits, container: self)
+  }
+
+  /// Every mailbox that holds messages, by name: how many wait, how many are quarantined, and
+  /// their payload bytes. Opens no store that does not exist yet.
+  public func mailboxes() throws(LiaisonError) -> [MailboxInfo] {
+    let folder = try privateFolder("store")
+    guard let fd = try folder.openFile("mailboxes.sqlite", create: false) else { return [] }
+    close(fd)
+    let store = try StoreDatabase.shared(self, name: "mailboxes", migrator: Mailbox.migrator)
+    return try store.read { db in
+      try Row.fetchAll(
+        db, sql: "SELECT mailbox, messages, quarantined, bytes FROM mailbox_usage WHERE messages > 0 ORDER BY mailbox"
+      ).compactMap { row in
+        guard let text = String.fromDatabaseValue(row[0] as DatabaseValue), let name = LiaisonName(storedName: text),
+          let messages = Int.fromDatabaseValue(row[1] as DatabaseValue),
+          let quarantined = Int.fromDatabaseValue(row[2] as DatabaseValue),
+          let bytes = Int.fromDatabaseValue(row[3] as DatabaseValue)
+        else { return nil }
+        return MailboxInfo(name: name, waiting: messages - quarantined, quarantined: quarantined, bytes: bytes)
+      }
+    }
+  }
+}
+
+/// A mailbox's backlog, as ``SharedContainer/mailboxes()`` reports it.
+public struct MailboxInfo: Sendable, Hashable {
+  /// The mailbox's name.
+  public let name: LiaisonName
+  /// Messages waiting to be received and acknowledged.
+  public let waiting: Int
+  /// Messages set aside because the receiver could not decode them.
+  public let quarantined: Int
+  /// The payload bytes of all of them.
+  public let bytes: Int
+}
+
+/// A message as ``Mailbox/peek(limit:)`` shows it, in its stored form.
+public struct MailboxEntry: Sendable, Hashable {
+  public let id: String
+  public let sentAt: Date
+  public let sender: String
+  /// The payload as stored: JSON, or the bytes of a `Data`.
+  public let payload: DefaultsRawValue
+  /// Why the receiver could not decode it; `nil` for a message waiting normally.
+  public let quarantineReason: String?
+}
+
+/// A message about to be stored: its id and payload, checked and encoded.
+struct OutgoingMessage {
+  let id: String
+  let givenID: Bool
+  let kind: StoredValue.Kind
+  let bytes: Data
+
+  init<Payload: Encodable>(_ payload: Payload, id: String?, mailbox: Mailbox) throws(LiaisonError) {
+    if let data = payload as? Data {
+      try self.init(kind: .data, bytes: data, id: id, mailbox: mailbox)
+    } else {
+      do {
+        try self.init(kind: .json, bytes: try JSONEncoder().encode(payload), id: id, mailbox: mailbox)
+      } catch let error as LiaisonError {
+        throw error
+      } catch {
+        throw LiaisonError(.invalidArgument, "A message for mailbox '\(mailbox.name)' cannot be encoded: \(error).")
+      }
+    }
+  }
+
+  init(kind: StoredValue.Kind, bytes: Data, id: String?, mailbox: Mailbox) throws(LiaisonError) {
+    if let id {
+      guard !id.isEmpty, id.utf8.count <= 256 else {
+        throw LiaisonError(
+          .invalidArgument,
+          "A message id for mailbox '\(mailbox.name)' must be 1 to 256 bytes long; it is \(id.utf8.count).")
+      }
+      (self.id, givenID) = (id, true)
+    } else {
+      (self.id, givenID) = (UUID().uuidString, false)
+    }
+    (self.kind, self.bytes) = (kind, bytes)
+    guard bytes.count <= mailbox.limits.maximumMessageSize else {
+      throw LiaisonError(
+        .tooLarge,
+        "A message for mailbox '\(mailbox.name)' is \(bytes.count) bytes; a message may be at most "
+          + "\(mailbox.limits.maximumMessageSize) bytes. Send large data as a file, and its name in the message.")
+    }
+  }
+}
+
+/// A mailbox's running totals, kept in the same transactions as its messages so that a send
+/// checks the limits without counting.
+struct Usage {
+  var messages = 0
+  var bytes = 0
+  var quarantined = 0
+
+  static func fetch(_ db: Database, mailbox: LiaisonName) throws -> Usage {
+    let statement = try db.cachedStatement(
+      sql: "SELECT messages, bytes, quarantined FROM mailbox_usage WHERE mailbox = ?")
+    guard let row = try Row.fetchOne(statement, arguments: [mailbox.rawValue]) else { return Usage() }
+    return Usage(
+      messages: Int.fromDatabaseValue(row[0] as DatabaseValue) ?? 0,
+      bytes: Int.fromDatabaseValue(row[1] as DatabaseValue) ?? 0,
+      quarantined: Int.fromDatabaseValue(row[2] as DatabaseValue) ?? 0)
+  }
+
+  func save(_ db: Database, mailbox: LiaisonName) throws {
+    let statement = try db.cachedStatement(
+      sql: """
+        INSERT INTO mailbox_usage (mailbox, messages, bytes, quarantined) VALUES (?, ?, ?, ?)
+        ON CONFLICT (mailbox) DO UPDATE SET
+          messages = excluded.messages, bytes = excluded.bytes, quarantined = excluded.quarantined
+        """)
+    try statement.execute(arguments: [mailbox.rawValue, messages, bytes, quarantined])
+  }
+}
+
+/// A stored message, read without trusting the row.
+struct MessageRow {
+  let position: Int64
+  let id: String
+  let sender: String
+  let sentAt: Date
+  let payload: StoredValue
+  let quarantineReason: String?
+
+  static func fetch(
+    _ db: Database, mailbox: LiaisonName, after position: Int64, limit: Int, includingQuarantined: Bool, path: String
+  ) throws -> [MessageRow] {
+    let statement = try db.cachedStatement(
+      sql: """
+        SELECT position, id, sender, sent_at, kind, payload, quarantine_reason FROM mailbox_message
+        WHERE mailbox = ? AND position > ? AND (? OR quarantine_reason IS NULL) ORDER BY position LIMIT ?
+        """)
+    return try Row.fetchAll(statement, arguments: [mailbox.rawValue, position, includingQuarantined, limit]).map {
+      row in
+      guard let position = Int64.fromDatabaseValue(row[0] as DatabaseValue),
+        let id = String.fromDatabaseValue(row[1] as DatabaseValue),
+        let sender = String.fromDatabaseValue(row[2] as DatabaseValue),
+        let sentAt = Double.fromDatabaseValue(row[3] as DatabaseValue)
+      else { throw foreignRow(path) }
+      let reason = row[6] as DatabaseValue
+      return MessageRow(
+        position: position, id: id, sender: sender, sentAt: Date(timeIntervalSince1970: sentAt),
+        payload: try StoredValue(row: row, kindColumn: 4, valueColumn: 5, path: path, damaged: foreignRow(path)),
+        quarantineReason: reason.isNull ? nil : (String.fromDatabaseValue(reason) ?? "unknown"))
+    }
+  }
+}
+
+/// A message row that Liaison did not write.
+private func foreignRow(_ path: String) -> LiaisonError {
+  LiaisonError(
+    .corruptFile,
+    "A message in '\(path)' was not written by Liaison (a column holds what Liaison never stores). Stop every "
+      + "process of the container and move the store aside to keep its data; a new one is made on next use.",
+    path: path)
+}

@@ -1,0 +1,317 @@
+import Foundation
+import GRDB
+import Liaison
+
+/// A message delivered by a ``MailboxReceiver``: acknowledge it once it is handled.
+public struct MailboxEnvelope<Payload: Sendable>: Sendable {
+  /// The message's id: the sender's own, or one made at the send.
+  public let id: String
+  /// When the send was made, by the sender's clock.
+  public let sentAt: Date
+  /// The sender's name (``Mailbox/sender``).
+  public let sender: String
+  public let payload: Payload
+  /// Where the message stands in the mailbox: what an acknowledgement removes.
+  let position: Int64
+}
+
+/// The one receiver of a mailbox: receives its messages in order and acknowledges them.
+///
+/// A mailbox has **one receiver at a time**, across every process: ``Mailbox/receiver()`` takes
+/// the mailbox's receive lock and throws ``LiaisonError/Code/alreadyClaimed`` at once when another
+/// receiver (in any process, this one included) holds it. It does not wait, because two parts of a
+/// program that both believe they are the receiver is a mistake to report, not to queue behind;
+/// the lock comes free the moment the receiver is closed or its process dies, so a restarted
+/// receiver takes over at once.
+///
+/// Each message is delivered to a receiver once; a message it does not acknowledge is delivered
+/// again to the next receiver (after a crash, or ``close()``). ``SharedContainer/suspend()`` gives
+/// the lock up (iOS must not suspend a process that holds one); the receiver then throws
+/// ``LiaisonError/Code/suspended``: make a new one after `resume()`.
+public final class MailboxReceiver: Sendable {
+  public let mailbox: Mailbox
+  private let held: LockGuard
+  /// The position of the last message delivered (or quarantined) by this receiver.
+  private let cursor = Locked<Int64>(0)
+
+  init(mailbox: Mailbox, held: LockGuard) {
+    self.mailbox = mailbox
+    self.held = held
+  }
+
+  /// Ends this receiver: messages it delivered and did not acknowledge go to the next receiver.
+  /// Releasing the receiver does the same.
+  public func close() { held.unlock() }
+
+  // MARK: Receiving
+
+  /// The messages, decoded as `Payload`, as an `AsyncSequence` that waits for new ones: the
+  /// receiver's main loop. Acknowledge each with ``acknowledge(_:)`` once handled.
+  ///
+  /// A message that cannot be decoded as `Payload` is quarantined (see ``Mailbox``) and skipped.
+  /// The sequence ends with an error if the store fails or the receiver is closed or suspended;
+  /// cancelling the task ends it.
+  public func messages<Payload: Decodable & Sendable>(
+    _ type: Payload.Type = Payload.self, batchSize: Int = 64
+  ) -> MailboxMessages<Payload> {
+    MailboxMessages(receiver: self, batchSize: max(1, batchSize))
+  }
+
+  /// Up to `limit` messages, waiting (without polling) until there is at least one.
+  ///
+  /// - Throws: `CancellationError` when the task is cancelled while waiting; a ``LiaisonError``
+  ///   as ``receiveAvailable(_:limit:)``.
+  public func receive<Payload: Decodable & Sendable>(
+    _ type: Payload.Type = Payload.self, limit: Int = 64
+  ) async throws -> [MailboxEnvelope<Payload>] {
+    try await waitForMessages { () throws(LiaisonError) in try receiveAvailable(type, limit: limit) }
+  }
+
+  /// Up to `limit` of the messages waiting now, without waiting; empty when there are none.
+  /// Messages that cannot be decoded as `Payload` are quarantined on the way and not returned.
+  ///
+  /// - Throws: ``LiaisonError/Code/suspended`` when the receiver was closed, or suspended with
+  ///   the container; ``LiaisonError/Code/corruptFile`` when the store is damaged.
+  public func receiveAvailable<Payload: Decodable & Sendable>(
+    _ type: Payload.Type = Payload.self, limit: Int = 64
+  ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
+    try deliver(limit: limit) { payload in
+      payload.decodeMessage(as: Payload.self).mapError {
+        UndecodableMessage(reason: "cannot be read as \(Payload.self): \($0.reason)")
+      }
+    }
+  }
+
+  /// The messages in their stored form, which never needs quarantine: for tools that do not know
+  /// the payload type (the `liaison receive` command).
+  package func receiveAvailableStored(limit: Int) throws(LiaisonError) -> [MailboxEnvelope<DefaultsRawValue>] {
+    try deliver(limit: limit) { .success($0.raw) }
+  }
+
+  /// ``receiveAvailableStored(limit:)``, waiting until there is at least one message.
+  package func receiveStored(limit: Int) async throws -> [MailboxEnvelope<DefaultsRawValue>] {
+    try await waitForMessages { () throws(LiaisonError) in try receiveAvailableStored(limit: limit) }
+  }
+
+  /// Calls `look` until it finds messages, waiting for the mailbox's signal in between.
+  private func waitForMessages<Payload>(
+    _ look: () throws(LiaisonError) -> [MailboxEnvelope<Payload>]
+  ) async throws -> [MailboxEnvelope<Payload>] {
+    // Subscribed before looking, so that a send between the look and the wait still wakes us.
+    var wakeUps = try mailbox.signal.notifications().makeAsyncIterator()
+    while true {
+      let batch = try look()
+      if !batch.isEmpty { return batch }
+      guard await wakeUps.next() != nil else { throw CancellationError() }
+    }
+  }
+
+  /// The next messages after the cursor, decoded by `decode`; the ones it cannot decode are
+  /// quarantined. Moves the cursor past all of them.
+  private func deliver<Payload>(
+    limit: Int, decode: (StoredValue) -> Result<Payload, UndecodableMessage>
+  ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
+    try checkHeld()
+    let after = cursor.withLock { $0 }
+    let store = mailbox.store
+    let rows = try store.read { db in
+      try MessageRow.fetch(
+        db, mailbox: mailbox.name, after: after, limit: max(1, limit), includingQuarantined: false, path: store.path)
+    }
+    guard let last = rows.last else { return [] }
+    var envelopes: [MailboxEnvelope<Payload>] = []
+    var quarantine: [(position: Int64, reason: String)] = []
+    for row in rows {
+      switch decode(row.payload) {
+      case .success(let payload):
+        envelopes.append(
+          MailboxEnvelope(id: row.id, sentAt: row.sentAt, sender: row.sender, payload: payload, position: row.position))
+      case .failure(let undecodable):
+        quarantine.append((row.position, undecodable.reason))
+      }
+    }
+    if !quarantine.isEmpty { try setAside(quarantine) }
+    cursor.withLock { $0 = last.position }
+    return envelopes
+  }
+
+  /// Marks undecodable messages as quarantined, with the reason.
+  private func setAside(_ messages: [(position: Int64, reason: String)]) throws(LiaisonError) {
+    let name = mailbox.name
+    try mailbox.store.write { db in
+      var usage = try Usage.fetch(db, mailbox: name)
+      let statement = try db.cachedStatement(
+        sql: "UPDATE mailbox_message SET quarantine_reason = ? WHERE position = ? AND quarantine_reason IS NULL")
+      for message in messages {
+        try statement.execute(arguments: [message.reason, message.position])
+        usage.quarantined += db.changesCount
+      }
+      try usage.save(db, mailbox: name)
+    }
+  }
+
+  // MARK: Acknowledging
+
+  /// Removes a handled message for good: it is never delivered again, to any receiver.
+  /// Acknowledging a message already removed does nothing.
+  public func acknowledge<Payload>(_ envelope: MailboxEnvelope<Payload>) throws(LiaisonError) {
+    try acknowledge([envelope])
+  }
+
+  /// Removes handled messages for good, in one transaction.
+  public func acknowledge<Payload>(_ envelopes: [MailboxEnvelope<Payload>]) throws(LiaisonError) {
+    try checkHeld()
+    guard !envelopes.isEmpty else { return }
+    let name = mailbox.name
+    let now = Date().timeIntervalSince1970
+    try mailbox.store.write { db in
+      var usage = try Usage.fetch(db, mailbox: name)
+      let remove = try db.cachedStatement(
+        sql: "DELETE FROM mailbox_message WHERE position = ? RETURNING given_id, length(payload)")
+      let remember = try db.cachedStatement(
+        sql: "INSERT OR REPLACE INTO mailbox_acknowledged (mailbox, id, acknowledged_at) VALUES (?, ?, ?)")
+      for envelope in envelopes {
+        guard let row = try Row.fetchOne(remove, arguments: [envelope.position]) else { continue }
+        usage.messages -= 1
+        usage.bytes -= Int.fromDatabaseValue(row[1] as DatabaseValue) ?? 0
+        if Bool.fromDatabaseValue(row[0] as DatabaseValue) == true {
+          try remember.execute(arguments: [name.rawValue, envelope.id, now])
+        }
+      }
+      try usage.save(db, mailbox: name)
+    }
+  }
+
+  /// Removes every quarantined message of the mailbox.
+  ///
+  /// - Returns: how many were removed.
+  @discardableResult
+  public func removeQuarantined() throws(LiaisonError) -> Int {
+    try checkHeld()
+    let name = mailbox.name
+    return try mailbox.store.write { db in
+      var usage = try Usage.fetch(db, mailbox: name)
+      let removed = try Row.fetchAll(
+        db,
+        sql:
+          "DELETE FROM mailbox_message WHERE mailbox = ? AND quarantine_reason IS NOT NULL RETURNING length(payload)",
+        arguments: [name.rawValue])
+      usage.messages -= removed.count
+      usage.quarantined -= removed.count
+      usage.bytes -= removed.reduce(0) { $0 + (Int.fromDatabaseValue($1[0] as DatabaseValue) ?? 0) }
+      try usage.save(db, mailbox: name)
+      return removed.count
+    }
+  }
+
+  private func checkHeld() throws(LiaisonError) {
+    guard held.isHeld else {
+      throw LiaisonError(
+        .suspended,
+        "The receiver of mailbox '\(mailbox.name)' was closed, or gave up its lock when the container was "
+          + "suspended. Make a new receiver with `mailbox.receiver()`.")
+    }
+  }
+}
+
+extension Mailbox {
+  /// Becomes the mailbox's one receiver, at once or not at all.
+  ///
+  /// Acknowledged ids older than ``acknowledgedIDRetention`` are forgotten here.
+  ///
+  /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another receiver, in any process, holds
+  ///   the mailbox.
+  public func receiver() throws(LiaisonError) -> MailboxReceiver {
+    let lock = ProcessLock(name: name, folder: try container.privateFolder("mailbox-receivers"), container: container)
+    guard let held = try lock.tryLock() else {
+      throw LiaisonError(
+        .alreadyClaimed,
+        "The mailbox '\(name)' already has a receiver (in another process, or another MailboxReceiver in this one). "
+          + "A mailbox has one receiver at a time: close the other receiver, or let its process end.")
+    }
+    let oldest = Date().timeIntervalSince1970 - Double(Self.acknowledgedIDRetention.components.seconds)
+    try store.write { db in
+      try db.execute(sql: "DELETE FROM mailbox_acknowledged WHERE acknowledged_at < ?", arguments: [oldest])
+    }
+    return MailboxReceiver(mailbox: self, held: held)
+  }
+}
+
+/// The messages of a mailbox as they arrive: see ``MailboxReceiver/messages(_:batchSize:)``.
+public struct MailboxMessages<Payload: Decodable & Sendable>: AsyncSequence, Sendable {
+  public typealias Element = MailboxEnvelope<Payload>
+
+  let receiver: MailboxReceiver
+  let batchSize: Int
+
+  public func makeAsyncIterator() -> AsyncIterator {
+    AsyncIterator(receiver: receiver, batchSize: batchSize)
+  }
+
+  public struct AsyncIterator: AsyncIteratorProtocol {
+    let receiver: MailboxReceiver
+    let batchSize: Int
+    var wakeUps: SignalNotifications.AsyncIterator?
+    var buffered: [MailboxEnvelope<Payload>] = []
+    var nextIndex = 0
+
+    init(receiver: MailboxReceiver, batchSize: Int) {
+      self.receiver = receiver
+      self.batchSize = batchSize
+    }
+
+    /// The next message; `nil` when the task is cancelled.
+    public mutating func next() async throws -> MailboxEnvelope<Payload>? {
+      if nextIndex < buffered.count {
+        defer { nextIndex += 1 }
+        return buffered[nextIndex]
+      }
+      if wakeUps == nil {
+        // One subscription for the whole iteration, made before the first look.
+        wakeUps = try receiver.mailbox.signal.notifications().makeAsyncIterator()
+      }
+      while true {
+        let batch = try receiver.receiveAvailable(Payload.self, limit: batchSize)
+        if !batch.isEmpty {
+          buffered = batch
+          nextIndex = 1
+          return batch[0]
+        }
+        guard await wakeUps?.next() != nil else { return nil }
+      }
+    }
+  }
+}
+
+extension StoredValue {
+  /// The payload as `Payload`, or why it cannot be: raw bytes are a `Data`; JSON is decoded (and
+  /// is also readable, as its text bytes, as a `Data`).
+  func decodeMessage<Payload: Decodable>(as type: Payload.Type) -> Result<Payload, UndecodableMessage> {
+    if let data = bytes as? Payload { return .success(data) }
+    guard kind == .json else { return .failure(UndecodableMessage(reason: "it is raw bytes (sent as Data)")) }
+    do {
+      return .success(try JSONDecoder().decode(Payload.self, from: bytes))
+    } catch let DecodingError.dataCorrupted(context) {
+      return .failure(UndecodableMessage(reason: "not valid JSON (\(context.debugDescription))"))
+    } catch let DecodingError.keyNotFound(key, context) {
+      return .failure(UndecodableMessage(reason: "no value for '\(key.stringValue)'\(context.where)"))
+    } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+      return .failure(UndecodableMessage(reason: "\(context.debugDescription)\(context.where)"))
+    } catch {
+      return .failure(UndecodableMessage(reason: "\(error)"))
+    }
+  }
+}
+
+/// Why a payload cannot be read as the receiver's type: what quarantine records.
+struct UndecodableMessage: Error {
+  let reason: String
+}
+
+extension DecodingError.Context {
+  /// " at a.b.c" for a nested value, "" at the top.
+  fileprivate var `where`: String {
+    codingPath.isEmpty
+      ? "" : " at " + codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+  }
+}

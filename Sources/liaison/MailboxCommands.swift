@@ -1,0 +1,139 @@
+import ArgumentParser
+import Foundation
+import Liaison
+import LiaisonStore
+
+/// A mailbox message as `receive` and `peek` print it.
+struct MessageReport {
+  let id: String
+  let sentAt: Date
+  let sender: String
+  let payload: DefaultsRawValue
+  var quarantineReason: String? = nil
+
+  /// The payload as text: its JSON, or `data:BASE64` for raw bytes; then the quarantine reason,
+  /// if any.
+  var text: String {
+    let shown = DefaultsCommand.show(payload)
+    return quarantineReason.map { "\(shown)\t(quarantined: \($0))" } ?? shown
+  }
+
+  /// One line of JSON with sorted keys: id, sentAt, sender, payload (the JSON itself, or the
+  /// string `data:BASE64`), and quarantineReason when quarantined.
+  func jsonLine() throws -> String {
+    var object: [String: Any] = [
+      "id": id, "sentAt": sentAt.formatted(.iso8601), "sender": sender, "payload": DefaultsCommand.show(payload),
+    ]
+    if case .json(let json) = payload,
+      let value = try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])
+    {
+      object["payload"] = value
+    }
+    if let quarantineReason { object["quarantineReason"] = quarantineReason }
+    let data = try JSONSerialization.data(
+      withJSONObject: object, options: [.sortedKeys, .fragmentsAllowed, .withoutEscapingSlashes])
+    return String(decoding: data, as: UTF8.self)
+  }
+}
+
+struct SendCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "send",
+    abstract: "Send a message to a mailbox; its receiver need not be running.",
+    discussion: """
+      The message is JSON, or else a plain string: `liaison send inbox hello` and \
+      `liaison send inbox '"hello"'` send the same string. With --id, sending the same id again \
+      stores nothing (the id of a message acknowledged in the last 7 days included). Prints the \
+      message's id.
+      """
+  )
+
+  @OptionGroup var options: ContainerOptions
+  @Argument(help: "The mailbox's name.") var mailbox: String
+  @Argument(help: "The message: JSON, or else taken as a plain string.") var message: String
+  @Option(help: "The message's id (1 to 256 bytes), which makes a retried send store nothing.") var id: String?
+  @Option(help: "The sender name the message carries (default: liaison).") var sender = "liaison"
+
+  func run() async throws {
+    let stored = try await Self.reporting {
+      try options.open().mailbox(mailbox, sender: sender).sendJSON(jsonOrString(message), id: id)
+    }
+    print(stored)
+  }
+}
+
+struct ReceiveCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "receive",
+    abstract: "Receive a mailbox's messages: print each, then acknowledge it.",
+    discussion: """
+      Prints the messages waiting now and exits; with --follow, waits for more until interrupted \
+      (or until --count messages). A message is acknowledged (removed) after it is printed, so \
+      one printed when the command is killed may be printed again by the next receiver. Exits \
+      \(ExitStatus.busy) when the mailbox already has a receiver.
+      """
+  )
+
+  @OptionGroup var options: ContainerOptions
+  @Argument(help: "The mailbox's name.") var mailbox: String
+  @Option(help: "Receive at most this many messages.") var count: Int?
+  @Flag(help: "Leave the messages in the mailbox (they are delivered again to the next receiver).") var noAck = false
+  @Flag(help: "Wait for new messages instead of exiting when none are left.") var follow = false
+  @Flag(help: "Print JSON lines: id, sentAt, sender, payload.") var json = false
+
+  func validate() throws {
+    if let count, count < 1 { throw ValidationError("--count takes a positive number; got \(count).") }
+  }
+
+  func run() async throws {
+    let receiver = try await Self.reporting { try options.open().mailbox(mailbox).receiver() }
+    defer { receiver.close() }
+    var remaining = count ?? Int.max
+    while remaining > 0 {
+      let limit = min(remaining, 256)
+      let batch = try await Self.reporting {
+        follow ? try await receiver.receiveStored(limit: limit) : try receiver.receiveAvailableStored(limit: limit)
+      }
+      if batch.isEmpty { return }
+      var lines = ""
+      for envelope in batch {
+        let report = MessageReport(
+          id: envelope.id, sentAt: envelope.sentAt, sender: envelope.sender, payload: envelope.payload)
+        lines += (json ? try report.jsonLine() : report.text) + "\n"
+      }
+      FileHandle.standardOutput.write(Data(lines.utf8))
+      if !noAck { try await Self.reporting { try receiver.acknowledge(batch) } }
+      remaining -= batch.count
+    }
+  }
+}
+
+struct PeekCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "peek",
+    abstract: "Show a mailbox's messages without receiving them, quarantined ones included."
+  )
+
+  @OptionGroup var options: ContainerOptions
+  @Argument(help: "The mailbox's name.") var mailbox: String
+  @Option(help: "Show at most this many messages.") var limit = 100
+  @Flag(help: "Print JSON lines: id, sentAt, sender, payload, quarantineReason.") var json = false
+
+  func run() async throws {
+    let entries = try await Self.reporting { try options.open().mailbox(mailbox).peek(limit: limit) }
+    for entry in entries {
+      let report = MessageReport(
+        id: entry.id, sentAt: entry.sentAt, sender: entry.sender, payload: entry.payload,
+        quarantineReason: entry.quarantineReason)
+      print(json ? try report.jsonLine() : "\(entry.id)\t\(entry.sender)\t\(report.text)")
+    }
+  }
+}
+
+/// The JSON of a command-line value: the text itself when it is JSON, else the text as a JSON
+/// string.
+func jsonOrString(_ text: String) throws -> Data {
+  let bytes = Data(text.utf8)
+  if (try? JSONSerialization.jsonObject(with: bytes, options: [.fragmentsAllowed])) != nil { return bytes }
+  return try JSONEncoder().encode(text)
+}
