@@ -95,6 +95,9 @@ enum PeerRole {
       try DefaultsScenarios.observe(container: arguments[0], domain: arguments[1], input: input, output: output)
     case "database-observer":
       try DatabaseScenarios.observe(container: arguments[0], name: arguments[1], input: input, output: output)
+    case "mailbox-receiver":
+      try MailboxScenarios.receive(
+        container: arguments[0], name: arguments[1], mode: Array(arguments.dropFirst(2)), input: input, output: output)
     case "claimer":
       try PresenceScenarios.claimAndWait(container: arguments[0], name: arguments[1], input: input, output: output)
     default:

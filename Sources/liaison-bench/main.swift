@@ -3,7 +3,7 @@
 //   swift run -c release liaison-bench [SCENARIO…] [--json]
 //
 // Scenarios: lock.uncontended, lock.handoff, presence.probe, signal.latency, defaults.get,
-// defaults.set, defaults.visibility, database.observation (and the informational lock.handoff.async and
+// defaults.set, defaults.visibility, database.observation, mailbox.latency, mailbox.throughput (and the informational lock.handoff.async and
 // presence.probe.active, which run with them).
 
 import Foundation
@@ -23,6 +23,8 @@ let families: [(names: [String], run: (SharedContainer) throws -> [ScenarioResul
   (["defaults.set"], { [try DefaultsScenarios.set($0)] }),
   (["defaults.visibility"], { [try DefaultsScenarios.visibility($0)] }),
   (["database.observation"], { [try DatabaseScenarios.observation($0)] }),
+  (["mailbox.latency"], { [try MailboxScenarios.latency($0)] }),
+  (["mailbox.throughput"], { [try MailboxScenarios.throughput($0)] }),
 ]
 let allNames = families.flatMap(\.names)
 

@@ -189,6 +189,24 @@ struct MailboxTests {
     #expect(throws: LiaisonError.self) { try container.mailbox("../escape") }
   }
 
+  @Test func aWaitingReceiveEndsWhenItsTaskIsCancelledOrTheReceiverCloses() async throws {
+    let mailbox = try SharedContainer(directory: directory.path).mailbox("idle")
+    let receiver = try mailbox.receiver()
+    let cancelled = Task { try await receiver.receive(String.self) }
+    cancelled.cancel()
+    await #expect(throws: CancellationError.self) { try await cancelled.value }
+
+    // A waiting receive is woken by a send…
+    let woken = Task { try await receiver.receive(String.self) }
+    try mailbox.send("first")
+    #expect(try await woken.value.map(\.payload) == ["first"])
+    // …and ended by closing the receiver, whether it is already waiting or about to look.
+    let waiting = Task { try await receiver.receive(String.self) }
+    receiver.close()
+    let error = await #expect(throws: LiaisonError.self) { try await waiting.value }
+    #expect(error?.code == .suspended)
+  }
+
   @Test func aWaitingReceiverInAnotherProcessIsWokenBySend() throws {
     let log = directory.path + "/received"
     let receiver = try Peer(container: directory.path)

@@ -98,7 +98,7 @@ public final class Mailbox: Sendable {
   ///   that cannot be encoded.
   @discardableResult
   public func send<Payload: Encodable>(_ payload: Payload, id: String? = nil) throws(LiaisonError) -> String {
-    let message = try OutgoingMessage(payload, id: id, mailbox: self)
+    let message = try OutgoingMessage(payload, id: id, mailbox: self, encoder: JSONEncoder())
     try store.write { db in try insert([message], db) }
     ring()
     return message.id
@@ -112,7 +112,8 @@ public final class Mailbox: Sendable {
   @discardableResult
   public func sendAll<Payload: Encodable>(_ payloads: some Sequence<Payload>) throws(LiaisonError) -> [String] {
     var messages: [OutgoingMessage] = []
-    for payload in payloads { messages.append(try OutgoingMessage(payload, id: nil, mailbox: self)) }
+    let encoder = JSONEncoder()
+    for payload in payloads { messages.append(try OutgoingMessage(payload, id: nil, mailbox: self, encoder: encoder)) }
     guard !messages.isEmpty else { return [] }
     try store.write { db in try insert(messages, db) }
     ring()
@@ -138,32 +139,35 @@ public final class Mailbox: Sendable {
   /// Stores the messages that are not yet stored, within the limits, in the caller's transaction.
   private func insert(_ messages: [OutgoingMessage], _ db: Database) throws {
     let now = Date().timeIntervalSince1970
-    var usage = try Usage.fetch(db, mailbox: name)
+    var totals = try MailboxTotals.fetch(db, mailbox: name)
     let known = try db.cachedStatement(
       sql: """
-        SELECT 1 FROM mailbox_message WHERE mailbox = ?1 AND id = ?2
+        SELECT 1 FROM mailbox_message WHERE mailbox = ?1 AND id = ?2 AND given_id = 1
         UNION ALL SELECT 1 FROM mailbox_acknowledged WHERE mailbox = ?1 AND id = ?2
         """)
     let insert = try db.cachedStatement(
       sql: """
-        INSERT INTO mailbox_message (mailbox, id, given_id, sender, sent_at, kind, payload) VALUES (?, ?, ?, ?, ?, ?, ?)
+        INSERT INTO mailbox_message (mailbox, position, id, given_id, sender, sent_at, kind, payload)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
         """)
     for message in messages {
       if message.givenID, try Bool.fetchOne(known, arguments: [name.rawValue, message.id]) != nil { continue }
-      usage.messages += 1
-      usage.bytes += message.bytes.count
-      guard usage.messages <= limits.maximumMessages, usage.bytes <= limits.maximumBytes else {
+      totals.messages += 1
+      totals.bytes += message.bytes.count
+      guard totals.messages <= limits.maximumMessages, totals.bytes <= limits.maximumBytes else {
         throw LiaisonError(
           .tooLarge,
-          "The mailbox '\(name)' is full: it would hold \(usage.messages) messages, \(usage.bytes) bytes; its limits "
+          "The mailbox '\(name)' is full: it would hold \(totals.messages) messages, \(totals.bytes) bytes; its limits "
             + "are \(limits.maximumMessages) messages, \(limits.maximumBytes) bytes. Nothing was sent: the receiver "
             + "must acknowledge messages (or remove quarantined ones) first.")
       }
+      totals.nextPosition += 1
       try insert.execute(arguments: [
-        name.rawValue, message.id, message.givenID, sender, now, message.kind.rawValue, message.bytes,
+        name.rawValue, totals.nextPosition, message.id, message.givenID, sender, now, message.kind.rawValue,
+        message.bytes,
       ])
     }
-    try usage.save(db, mailbox: name)
+    try totals.save(db, mailbox: name)
   }
 
   /// Wakes the receiver. A failed ring only delays it until its next wake-up; the message is
@@ -176,7 +180,7 @@ public final class Mailbox: Sendable {
   /// without receiving them: for tools and diagnostics. Needs no receiver.
   public func peek(limit: Int = 100) throws(LiaisonError) -> [MailboxEntry] {
     guard limit > 0 else { return [] }
-    return try store.read { db in
+    return try store.readOneStatement { db in
       try MessageRow.fetch(db, mailbox: name, after: 0, limit: limit, includingQuarantined: true, path: store.path)
         .map { row in
           MailboxEntry(
@@ -188,8 +192,8 @@ public final class Mailbox: Sendable {
 
   /// How many messages wait to be received and acknowledged, not counting quarantined ones.
   public func count() throws(LiaisonError) -> Int {
-    let usage = try store.read { db in try Usage.fetch(db, mailbox: name) }
-    return usage.messages - usage.quarantined
+    let totals = try store.readOneStatement { db in try MailboxTotals.fetch(db, mailbox: name) }
+    return totals.messages - totals.quarantined
   }
 
   // MARK: Schema
@@ -197,13 +201,14 @@ public final class Mailbox: Sendable {
   static let migrator: DatabaseMigrator = {
     var migrator = DatabaseMigrator()
     migrator.registerMigration("mailbox v1") { db in
-      // AUTOINCREMENT: a position is never reused, even after every message was removed, so a
-      // receiver that has seen position n never skips a new message.
+      // One B-tree ordered by (mailbox, position): a receive is a range scan, an acknowledgement
+      // a delete by key. Positions come from mailbox_totals.next_position, which is never
+      // lowered, so a receiver that has seen position n never skips a new message.
       try db.execute(
         sql: """
           CREATE TABLE mailbox_message (
-            position INTEGER PRIMARY KEY AUTOINCREMENT,
             mailbox TEXT NOT NULL,
+            position INTEGER NOT NULL,
             id TEXT NOT NULL,
             given_id INTEGER NOT NULL,
             sender TEXT NOT NULL,
@@ -211,9 +216,9 @@ public final class Mailbox: Sendable {
             kind INTEGER NOT NULL,
             payload BLOB NOT NULL,
             quarantine_reason TEXT,
-            UNIQUE (mailbox, id)
-          );
-          CREATE INDEX mailbox_message_order ON mailbox_message (mailbox, position);
+            PRIMARY KEY (mailbox, position)
+          ) WITHOUT ROWID;
+          CREATE UNIQUE INDEX mailbox_message_given_id ON mailbox_message (mailbox, id) WHERE given_id = 1;
           CREATE TABLE mailbox_acknowledged (
             mailbox TEXT NOT NULL,
             id TEXT NOT NULL,
@@ -221,8 +226,9 @@ public final class Mailbox: Sendable {
             PRIMARY KEY (mailbox, id)
           ) WITHOUT ROWID;
           CREATE INDEX mailbox_acknowledged_age ON mailbox_acknowledged (acknowledged_at);
-          CREATE TABLE mailbox_usage (
+          CREATE TABLE mailbox_totals (
             mailbox TEXT PRIMARY KEY,
+            next_position INTEGER NOT NULL,
             messages INTEGER NOT NULL,
             bytes INTEGER NOT NULL,
             quarantined INTEGER NOT NULL
@@ -257,7 +263,7 @@ extension SharedContainer {
     let store = try StoreDatabase.shared(self, name: "mailboxes", migrator: Mailbox.migrator)
     return try store.read { db in
       try Row.fetchAll(
-        db, sql: "SELECT mailbox, messages, quarantined, bytes FROM mailbox_usage WHERE messages > 0 ORDER BY mailbox"
+        db, sql: "SELECT mailbox, messages, quarantined, bytes FROM mailbox_totals WHERE messages > 0 ORDER BY mailbox"
       ).compactMap { row in
         guard let text = String.fromDatabaseValue(row[0] as DatabaseValue), let name = LiaisonName(storedName: text),
           let messages = Int.fromDatabaseValue(row[1] as DatabaseValue),
@@ -300,18 +306,30 @@ struct OutgoingMessage {
   let kind: StoredValue.Kind
   let bytes: Data
 
-  init<Payload: Encodable>(_ payload: Payload, id: String?, mailbox: Mailbox) throws(LiaisonError) {
+  init<Payload: Encodable>(_ payload: Payload, id: String?, mailbox: Mailbox, encoder: JSONEncoder)
+    throws(LiaisonError)
+  {
     if let data = payload as? Data {
       try self.init(kind: .data, bytes: data, id: id, mailbox: mailbox)
     } else {
       do {
-        try self.init(kind: .json, bytes: try JSONEncoder().encode(payload), id: id, mailbox: mailbox)
+        try self.init(kind: .json, bytes: try encoder.encode(payload), id: id, mailbox: mailbox)
       } catch let error as LiaisonError {
         throw error
       } catch {
         throw LiaisonError(.invalidArgument, "A message for mailbox '\(mailbox.name)' cannot be encoded: \(error).")
       }
     }
+  }
+
+  /// 128 random bits as 32 hexadecimal digits (Foundation's `UUID()` opens `/dev/urandom` at each
+  /// call on Linux, which costs more than the rest of a send's preparation).
+  static func uniqueID() -> String {
+    var generator = SystemRandomNumberGenerator()
+    return (0..<2).map { _ in
+      let digits = String(generator.next() as UInt64, radix: 16)
+      return String(repeating: "0", count: 16 - digits.count) + digits
+    }.joined()
   }
 
   init(kind: StoredValue.Kind, bytes: Data, id: String?, mailbox: Mailbox) throws(LiaisonError) {
@@ -323,7 +341,7 @@ struct OutgoingMessage {
       }
       (self.id, givenID) = (id, true)
     } else {
-      (self.id, givenID) = (UUID().uuidString, false)
+      (self.id, givenID) = (Self.uniqueID(), false)
     }
     (self.kind, self.bytes) = (kind, bytes)
     guard bytes.count <= mailbox.limits.maximumMessageSize else {
@@ -335,31 +353,33 @@ struct OutgoingMessage {
   }
 }
 
-/// A mailbox's running totals, kept in the same transactions as its messages so that a send
-/// checks the limits without counting.
-struct Usage {
+/// A mailbox's running totals and its next position, kept in the same transactions as its
+/// messages, so that a send checks the limits without counting.
+struct MailboxTotals {
+  var nextPosition: Int64 = 0
   var messages = 0
   var bytes = 0
   var quarantined = 0
 
-  static func fetch(_ db: Database, mailbox: LiaisonName) throws -> Usage {
+  static func fetch(_ db: Database, mailbox: LiaisonName) throws -> MailboxTotals {
     let statement = try db.cachedStatement(
-      sql: "SELECT messages, bytes, quarantined FROM mailbox_usage WHERE mailbox = ?")
-    guard let row = try Row.fetchOne(statement, arguments: [mailbox.rawValue]) else { return Usage() }
-    return Usage(
-      messages: Int.fromDatabaseValue(row[0] as DatabaseValue) ?? 0,
-      bytes: Int.fromDatabaseValue(row[1] as DatabaseValue) ?? 0,
-      quarantined: Int.fromDatabaseValue(row[2] as DatabaseValue) ?? 0)
+      sql: "SELECT next_position, messages, bytes, quarantined FROM mailbox_totals WHERE mailbox = ?")
+    guard let row = try Row.fetchOne(statement, arguments: [mailbox.rawValue]) else { return MailboxTotals() }
+    return MailboxTotals(
+      nextPosition: Int64.fromDatabaseValue(row[0] as DatabaseValue) ?? 0,
+      messages: Int.fromDatabaseValue(row[1] as DatabaseValue) ?? 0,
+      bytes: Int.fromDatabaseValue(row[2] as DatabaseValue) ?? 0,
+      quarantined: Int.fromDatabaseValue(row[3] as DatabaseValue) ?? 0)
   }
 
   func save(_ db: Database, mailbox: LiaisonName) throws {
     let statement = try db.cachedStatement(
       sql: """
-        INSERT INTO mailbox_usage (mailbox, messages, bytes, quarantined) VALUES (?, ?, ?, ?)
-        ON CONFLICT (mailbox) DO UPDATE SET
+        INSERT INTO mailbox_totals (mailbox, next_position, messages, bytes, quarantined) VALUES (?, ?, ?, ?, ?)
+        ON CONFLICT (mailbox) DO UPDATE SET next_position = excluded.next_position,
           messages = excluded.messages, bytes = excluded.bytes, quarantined = excluded.quarantined
         """)
-    try statement.execute(arguments: [mailbox.rawValue, messages, bytes, quarantined])
+    try statement.execute(arguments: [mailbox.rawValue, nextPosition, messages, bytes, quarantined])
   }
 }
 

@@ -31,17 +31,23 @@ public struct MailboxEnvelope<Payload: Sendable>: Sendable {
 public final class MailboxReceiver: Sendable {
   public let mailbox: Mailbox
   private let held: LockGuard
+  /// Woken by every send: subscribed once, before the first look at the mailbox.
+  private let wakeUps: SignalWaiter
   /// The position of the last message delivered (or quarantined) by this receiver.
   private let cursor = Locked<Int64>(0)
 
-  init(mailbox: Mailbox, held: LockGuard) {
+  init(mailbox: Mailbox, held: LockGuard) throws(LiaisonError) {
     self.mailbox = mailbox
     self.held = held
+    wakeUps = try SignalWaiter(mailbox.signal)
   }
 
   /// Ends this receiver: messages it delivered and did not acknowledge go to the next receiver.
   /// Releasing the receiver does the same.
-  public func close() { held.unlock() }
+  public func close() {
+    held.unlock()
+    wakeUps.close()
+  }
 
   // MARK: Receiving
 
@@ -75,8 +81,9 @@ public final class MailboxReceiver: Sendable {
   public func receiveAvailable<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64
   ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
-    try deliver(limit: limit) { payload in
-      payload.decodeMessage(as: Payload.self).mapError {
+    let decoder = JSONDecoder()
+    return try deliver(limit: limit) { payload in
+      payload.decodeMessage(as: Payload.self, using: decoder).mapError {
         UndecodableMessage(reason: "cannot be read as \(Payload.self): \($0.reason)")
       }
     }
@@ -97,12 +104,15 @@ public final class MailboxReceiver: Sendable {
   private func waitForMessages<Payload>(
     _ look: () throws(LiaisonError) -> [MailboxEnvelope<Payload>]
   ) async throws -> [MailboxEnvelope<Payload>] {
-    // Subscribed before looking, so that a send between the look and the wait still wakes us.
-    var wakeUps = try mailbox.signal.notifications().makeAsyncIterator()
+    // A send between the look and the wait is remembered by the waiter: the wait returns at once.
     while true {
       let batch = try look()
       if !batch.isEmpty { return batch }
-      guard await wakeUps.next() != nil else { throw CancellationError() }
+      guard await wakeUps.wait() else {
+        try Task.checkCancellation()
+        try checkHeld()  // closed
+        throw CancellationError()
+      }
     }
   }
 
@@ -114,7 +124,7 @@ public final class MailboxReceiver: Sendable {
     try checkHeld()
     let after = cursor.withLock { $0 }
     let store = mailbox.store
-    let rows = try store.read { db in
+    let rows = try store.readOneStatement { db in
       try MessageRow.fetch(
         db, mailbox: mailbox.name, after: after, limit: max(1, limit), includingQuarantined: false, path: store.path)
     }
@@ -139,14 +149,17 @@ public final class MailboxReceiver: Sendable {
   private func setAside(_ messages: [(position: Int64, reason: String)]) throws(LiaisonError) {
     let name = mailbox.name
     try mailbox.store.write { db in
-      var usage = try Usage.fetch(db, mailbox: name)
+      var totals = try MailboxTotals.fetch(db, mailbox: name)
       let statement = try db.cachedStatement(
-        sql: "UPDATE mailbox_message SET quarantine_reason = ? WHERE position = ? AND quarantine_reason IS NULL")
+        sql: """
+          UPDATE mailbox_message SET quarantine_reason = ?
+          WHERE mailbox = ? AND position = ? AND quarantine_reason IS NULL
+          """)
       for message in messages {
-        try statement.execute(arguments: [message.reason, message.position])
-        usage.quarantined += db.changesCount
+        try statement.execute(arguments: [message.reason, name.rawValue, message.position])
+        totals.quarantined += db.changesCount
       }
-      try usage.save(db, mailbox: name)
+      try totals.save(db, mailbox: name)
     }
   }
 
@@ -164,21 +177,36 @@ public final class MailboxReceiver: Sendable {
     guard !envelopes.isEmpty else { return }
     let name = mailbox.name
     let now = Date().timeIntervalSince1970
+    // Removed by runs of consecutive positions: a batch as received is usually one run.
+    var runs: [ClosedRange<Int64>] = []
+    for position in envelopes.map(\.position).sorted() {
+      if let last = runs.last, position <= last.upperBound + 1 {
+        runs[runs.count - 1] = last.lowerBound...max(last.upperBound, position)
+      } else {
+        runs.append(position...position)
+      }
+    }
     try mailbox.store.write { db in
-      var usage = try Usage.fetch(db, mailbox: name)
+      var totals = try MailboxTotals.fetch(db, mailbox: name)
       let remove = try db.cachedStatement(
-        sql: "DELETE FROM mailbox_message WHERE position = ? RETURNING given_id, length(payload)")
+        sql: """
+          DELETE FROM mailbox_message
+          WHERE mailbox = ? AND position BETWEEN ? AND ? AND quarantine_reason IS NULL
+          RETURNING given_id, id, length(payload)
+          """)
       let remember = try db.cachedStatement(
         sql: "INSERT OR REPLACE INTO mailbox_acknowledged (mailbox, id, acknowledged_at) VALUES (?, ?, ?)")
-      for envelope in envelopes {
-        guard let row = try Row.fetchOne(remove, arguments: [envelope.position]) else { continue }
-        usage.messages -= 1
-        usage.bytes -= Int.fromDatabaseValue(row[1] as DatabaseValue) ?? 0
-        if Bool.fromDatabaseValue(row[0] as DatabaseValue) == true {
-          try remember.execute(arguments: [name.rawValue, envelope.id, now])
+      for run in runs {
+        let removed = try Row.fetchAll(remove, arguments: [name.rawValue, run.lowerBound, run.upperBound])
+        for row in removed {
+          totals.messages -= 1
+          totals.bytes -= Int.fromDatabaseValue(row[2] as DatabaseValue) ?? 0
+          if Bool.fromDatabaseValue(row[0] as DatabaseValue) == true {
+            try remember.execute(arguments: [name.rawValue, row[1] as DatabaseValue, now])
+          }
         }
       }
-      try usage.save(db, mailbox: name)
+      try totals.save(db, mailbox: name)
     }
   }
 
@@ -190,16 +218,16 @@ public final class MailboxReceiver: Sendable {
     try checkHeld()
     let name = mailbox.name
     return try mailbox.store.write { db in
-      var usage = try Usage.fetch(db, mailbox: name)
+      var totals = try MailboxTotals.fetch(db, mailbox: name)
       let removed = try Row.fetchAll(
         db,
         sql:
           "DELETE FROM mailbox_message WHERE mailbox = ? AND quarantine_reason IS NOT NULL RETURNING length(payload)",
         arguments: [name.rawValue])
-      usage.messages -= removed.count
-      usage.quarantined -= removed.count
-      usage.bytes -= removed.reduce(0) { $0 + (Int.fromDatabaseValue($1[0] as DatabaseValue) ?? 0) }
-      try usage.save(db, mailbox: name)
+      totals.messages -= removed.count
+      totals.quarantined -= removed.count
+      totals.bytes -= removed.reduce(0) { $0 + (Int.fromDatabaseValue($1[0] as DatabaseValue) ?? 0) }
+      try totals.save(db, mailbox: name)
       return removed.count
     }
   }
@@ -233,7 +261,7 @@ extension Mailbox {
     try store.write { db in
       try db.execute(sql: "DELETE FROM mailbox_acknowledged WHERE acknowledged_at < ?", arguments: [oldest])
     }
-    return MailboxReceiver(mailbox: self, held: held)
+    return try MailboxReceiver(mailbox: self, held: held)
   }
 }
 
@@ -251,7 +279,6 @@ public struct MailboxMessages<Payload: Decodable & Sendable>: AsyncSequence, Sen
   public struct AsyncIterator: AsyncIteratorProtocol {
     let receiver: MailboxReceiver
     let batchSize: Int
-    var wakeUps: SignalNotifications.AsyncIterator?
     var buffered: [MailboxEnvelope<Payload>] = []
     var nextIndex = 0
 
@@ -266,19 +293,13 @@ public struct MailboxMessages<Payload: Decodable & Sendable>: AsyncSequence, Sen
         defer { nextIndex += 1 }
         return buffered[nextIndex]
       }
-      if wakeUps == nil {
-        // One subscription for the whole iteration, made before the first look.
-        wakeUps = try receiver.mailbox.signal.notifications().makeAsyncIterator()
+      do {
+        buffered = try await receiver.receive(Payload.self, limit: batchSize)
+      } catch is CancellationError {
+        return nil
       }
-      while true {
-        let batch = try receiver.receiveAvailable(Payload.self, limit: batchSize)
-        if !batch.isEmpty {
-          buffered = batch
-          nextIndex = 1
-          return batch[0]
-        }
-        guard await wakeUps?.next() != nil else { return nil }
-      }
+      nextIndex = 1
+      return buffered[0]
     }
   }
 }
@@ -286,11 +307,13 @@ public struct MailboxMessages<Payload: Decodable & Sendable>: AsyncSequence, Sen
 extension StoredValue {
   /// The payload as `Payload`, or why it cannot be: raw bytes are a `Data`; JSON is decoded (and
   /// is also readable, as its text bytes, as a `Data`).
-  func decodeMessage<Payload: Decodable>(as type: Payload.Type) -> Result<Payload, UndecodableMessage> {
+  func decodeMessage<Payload: Decodable>(as type: Payload.Type, using decoder: JSONDecoder)
+    -> Result<Payload, UndecodableMessage>
+  {
     if let data = bytes as? Payload { return .success(data) }
     guard kind == .json else { return .failure(UndecodableMessage(reason: "it is raw bytes (sent as Data)")) }
     do {
-      return .success(try JSONDecoder().decode(Payload.self, from: bytes))
+      return .success(try decoder.decode(Payload.self, from: bytes))
     } catch let DecodingError.dataCorrupted(context) {
       return .failure(UndecodableMessage(reason: "not valid JSON (\(context.debugDescription))"))
     } catch let DecodingError.keyNotFound(key, context) {
