@@ -239,12 +239,11 @@ extension SharedContainer {
     for file in try folder.names() where file.rawValue.hasSuffix(".sqlite") {
       guard let name = try? LiaisonName(String(file.rawValue.dropLast(".sqlite".count))) else { continue }
       let path = folder.path(of: file.rawValue)
+      // Every file SQLite will open is checked first, without opening it (see SharedPool.open).
       var size = 0
-      for suffix in ["", "-wal"] {
-        guard let fd = try folder.openFile(file.rawValue + suffix, create: false) else { continue }
-        var info = stat()
-        if fstat(fd, &info) == 0 { size += Int(info.st_size) }
-        close(fd)
+      for suffix in ["", "-wal", "-shm"] {
+        guard let info = try folder.inspectFile(file.rawValue + suffix), suffix != "-shm" else { continue }
+        size += Int(info.st_size)
       }
       let migrations: [String]
       do {
