@@ -200,6 +200,32 @@ struct HostileFileTests {
     #expect(try fileBytes(file) == damaged)
   }
 
+  // MARK: Files in place of folders
+
+  @Test(arguments: ContainerFolder.allCases)
+  func aFileInPlaceOfAFolderIsRefused(_ folder: ContainerFolder) throws {
+    let path = folder == .container ? directory.path + "/file" : folder.path(in: directory.path)
+    if folder != .container {
+      _ = try SharedContainer(directory: directory.path)
+      try FileManager.default.removeItem(atPath: path)
+    }
+    try writeText("not a folder", to: path)
+    #expect { _ = try SharedContainer(directory: folder == .container ? path : directory.path) } throws: {
+      isError($0, folder == .container ? .invalidArgument : .unsafeFile, naming: path, saying: "not a folder")
+    }
+    #expect(try String(contentsOfFile: path, encoding: .utf8) == "not a folder")
+  }
+
+  /// The container's path is the caller's choice, and may go through symbolic links; only inside
+  /// `.liaison` are links refused.
+  @Test func theContainerPathMayGoThroughASymbolicLink() throws {
+    let elsewhere = TemporaryDirectory()
+    try plantSymbolicLink(at: directory.path + "/link", to: elsewhere.path)
+    let container = try SharedContainer(directory: directory.path + "/link")
+    #expect(try container.lock("subject").tryLock() != nil)
+    #expect(FileManager.default.fileExists(atPath: elsewhere.path + "/.liaison/locks/subject"))
+  }
+
   // MARK: Owners and modes
 
   @Test(.enabled(if: isRoot, "giving a file to another user needs root"), arguments: ContainerFile.allCases)
@@ -323,6 +349,20 @@ struct HostileFileTests {
     if let kind {
       #expect(try peer.ask(kind.peerCommand("existing")).hasPrefix("ok "))
     }
+  }
+
+  /// A file of Liaison's that its owner cannot write (mode 0400): the peer, as `nobody`, cannot
+  /// open it, and says which file and what to check. (Root, which ignores modes, just uses it.)
+  @Test(.enabled(if: UnprivilegedPeer.isAvailable, "needs root and setpriv"), arguments: ContainerFile.allCases)
+  func aReadOnlyFileIsAClearError(_ kind: ContainerFile) throws {
+    try kind.make(in: try SharedContainer(directory: directory.path))
+    try changeOwnerRecursively(directory.path, to: anotherUserID)
+    try setPermissions(kind.path(in: directory.path), 0o400)
+    let peer = try UnprivilegedPeer(container: directory.path)
+    let answer = try peer.ask(kind.peerCommand())
+    #expect(answer.hasPrefix("error system error: "), "\(answer)")
+    #expect(answer.contains("'\(kind.path(in: directory.path))'"), "\(answer)")
+    #expect(answer.contains("Check that this process may read and write the container folder"), "\(answer)")
   }
 
   // MARK: Missing folders and files
