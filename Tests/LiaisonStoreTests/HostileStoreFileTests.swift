@@ -429,10 +429,10 @@ struct HostileStoreFileTests {
     #expect(try file.database.read(in: directory.path) == file.database.written)
   }
 
-  /// A database deleted (or moved away) while a process has it open: SQLite would go on writing
+  /// A database deleted (or replaced) while a process has it open: SQLite would go on writing
   /// into the deleted file, and every write would vanish with the last process. Liaison checks
   /// before each commit that the path still names the file it opened, and refuses the write.
-  @Test(arguments: SQLiteDatabase.allCases, ["the database file", "its folder", ".liaison"])
+  @Test(arguments: SQLiteDatabase.allCases, ["the database file", "its folder", ".liaison", "replaced"])
   func aDatabaseDeletedWhileInUseRefusesWrites(_ database: SQLiteDatabase, _ deleted: String) throws {
     let container = try SharedContainer(directory: directory.path)
     let file = database.file.path(in: directory.path)
@@ -455,10 +455,14 @@ struct HostileStoreFileTests {
     switch deleted {
     case "the database file": try FileManager.default.removeItem(atPath: file)
     case "its folder": try FileManager.default.removeItem(atPath: (file as NSString).deletingLastPathComponent)
-    default: try FileManager.default.removeItem(atPath: directory.path + "/.liaison")
+    case ".liaison": try FileManager.default.removeItem(atPath: directory.path + "/.liaison")
+    default:
+      try FileManager.default.moveItem(atPath: file, toPath: file + ".moved")
+      try writeFile(file, [])
     }
     #expect { try write(2) } throws: { error in
-      isError(error, .system, naming: file, saying: "was deleted")
+      if deleted == "replaced" { return isError(error, .system, naming: file, saying: "was replaced by another file") }
+      return isError(error, .system, naming: file, saying: "was deleted")
         && (error as? LiaisonError)?.errno?.rawValue == ENOENT
     }
     #expect(try read() == 1)

@@ -351,6 +351,18 @@ struct HostileFileTests {
     }
   }
 
+  /// The processes sharing a container run as one user: a process of another user cannot enter
+  /// `.liaison` (0700), and says so.
+  @Test(.enabled(if: UnprivilegedPeer.isAvailable, "needs root and setpriv"))
+  func aProcessOfAnotherUserIsRefused() throws {
+    _ = try SharedContainer(directory: directory.path)
+    try setPermissions(directory.path, 0o755)
+    let peer = try UnprivilegedPeer(container: directory.path)
+    #expect(peer.greeting.hasPrefix("error system error: "), "\(peer.greeting)")
+    #expect(peer.greeting.contains("'\(directory.path)/.liaison'"), "\(peer.greeting)")
+    #expect(peer.greeting.contains("Check that this process may read and write"), "\(peer.greeting)")
+  }
+
   /// A file of Liaison's that its owner cannot write (mode 0400): the peer, as `nobody`, cannot
   /// open it, and says which file and what to check. (Root, which ignores modes, just uses it.)
   @Test(.enabled(if: UnprivilegedPeer.isAvailable, "needs root and setpriv"), arguments: ContainerFile.allCases)
