@@ -32,7 +32,9 @@ package final class PrivateFolder: Sendable {
   package static func open(_ name: String, in parent: CInt, parentPath: String) throws(LiaisonError) -> PrivateFolder {
     let path = parentPath.hasSuffix("/") ? parentPath + name : parentPath + "/" + name
     if mkdirat(parent, name, 0o700) != 0 && errno != EEXIST {
-      throw LiaisonError.system(currentErrno(), "create the folder", path: path)
+      let error = currentErrno()
+      if error == .noSuchFileOrDirectory, let deleted = deletedFolderError(parent, path: parentPath) { throw deleted }
+      throw LiaisonError.system(error, "create the folder", path: path)
     }
     let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
     let fd: CInt
@@ -85,6 +87,9 @@ package final class PrivateFolder: Sendable {
           + "Liaison never follows links in its folder; remove '\(filePath)' and try again.",
         errno: error, path: filePath)
     case .failure(let error):
+      if error == .noSuchFileOrDirectory, let deleted = Self.deletedFolderError(descriptor, path: path) {
+        throw deleted
+      }
       throw LiaisonError.system(error, "open", path: filePath)
     }
     do {
@@ -94,6 +99,34 @@ package final class PrivateFolder: Sendable {
       throw error
     }
     return fd
+  }
+
+  /// Checks the file `name` as ``openFile(_:create:)`` does, without opening it: for the files
+  /// that SQLite opens itself. Closing a descriptor drops every `fcntl` lock this process holds on
+  /// its file, and SQLite's locks are such locks: a descriptor opened and closed here on a database
+  /// that SQLite has open in this process would silently release them.
+  ///
+  /// - Returns: the file's status, or `nil` when it does not exist.
+  /// - Throws: ``LiaisonError/Code/unsafeFile`` when a symbolic link, a hard link, a folder or
+  ///   another user's file stands at that name.
+  package func inspectFile(_ name: String) throws(LiaisonError) -> stat? {
+    let filePath = path(of: name)
+    var info = stat()
+    if fstatat(descriptor, name, &info, AT_SYMLINK_NOFOLLOW) != 0 {
+      let error = currentErrno()
+      if error == .noSuchFileOrDirectory { return nil }
+      throw LiaisonError.system(error, "inspect", path: filePath)
+    }
+    if info.st_mode & S_IFMT == S_IFLNK || info.st_mode & S_IFMT == S_IFDIR {
+      throw LiaisonError(
+        .unsafeFile,
+        "'\(filePath)' is not a file Liaison made (a symbolic link or a folder stands there). "
+          + "Liaison never follows links in its folder; remove '\(filePath)' and try again.",
+        path: filePath)
+    }
+    // Not a link a moment ago; only a process of this user could swap one in since, in this 0700 folder.
+    try Self.check(info, path: filePath, kind: "file") { fchmodat(descriptor, name, 0o600, 0) == 0 }
+    return info
   }
 
   /// The names in this folder that follow the naming rule, sorted. Other entries are skipped.
@@ -117,6 +150,20 @@ package final class PrivateFolder: Sendable {
     return names.sorted { $0.rawValue < $1.rawValue }
   }
 
+  /// The error for a folder that was deleted while this process held it open, or `nil` when the
+  /// folder `descriptor` is still there. Nothing can be created in a deleted folder (`ENOENT`),
+  /// and Liaison does not make it again under running processes: their locks and signals would
+  /// split in two, the files they hold open on one side and new ones on the other.
+  private static func deletedFolderError(_ descriptor: CInt, path: String) -> LiaisonError? {
+    guard case .success(let info) = Syscall.status(descriptor), info.st_nlink == 0 else { return nil }
+    return LiaisonError(
+      .system,
+      "The folder '\(path)' was deleted while this process was using it. Liaison does not make it again under "
+        + "running processes (their locks and signals would split in two): stop every process that uses the "
+        + "container, then open the container again.",
+      errno: .noSuchFileOrDirectory, path: path)
+  }
+
   /// Refuses anything that is not ours and of the expected type; tightens loose modes.
   @discardableResult
   private static func checkOwnership(_ fd: CInt, path: String, kind: String, privateMode: mode_t) throws(LiaisonError)
@@ -127,6 +174,13 @@ package final class PrivateFolder: Sendable {
     case .success(let status): info = status
     case .failure(let error): throw LiaisonError.system(error, "inspect", path: path)
     }
+    try check(info, path: path, kind: kind) { fchmod(fd, privateMode) == 0 }
+    return info
+  }
+
+  /// Refuses `info` unless it is of the expected type, this user's and, for a file, has one link;
+  /// tightens loose modes with `restrict`, which returns whether it succeeded.
+  private static func check(_ info: stat, path: String, kind: String, restrict: () -> Bool) throws(LiaisonError) {
     let expectedType: mode_t = kind == "folder" ? S_IFDIR : S_IFREG
     if info.st_mode & S_IFMT != expectedType {
       throw LiaisonError(
@@ -145,9 +199,8 @@ package final class PrivateFolder: Sendable {
         "'\(path)' has \(info.st_nlink) hard links; a file of Liaison's has one. Remove it so that Liaison can recreate it.",
         path: path)
     }
-    if info.st_mode & 0o077 != 0 && fchmod(fd, privateMode) != 0 {
+    if info.st_mode & 0o077 != 0 && !restrict() {
       throw LiaisonError.system(currentErrno(), "restrict the permissions of", path: path)
     }
-    return info
   }
 }

@@ -52,7 +52,13 @@ public final class SharedContainer: Sendable {
     try Self.makeDirectories(directory)
     let parent = retryOnInterrupt { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
     guard parent >= 0 else {
-      throw LiaisonError.system(currentErrno(), "open the container folder", path: directory)
+      let error = currentErrno()
+      if error == .notDirectory {
+        throw LiaisonError(
+          .invalidArgument, "The container '\(directory)' is a file, not a folder; give the path of a folder.",
+          errno: error, path: directory)
+      }
+      throw LiaisonError.system(error, "open the container folder", path: directory)
     }
     defer { Syscall.close(parent) }
     root = try PrivateFolder.open(".liaison", in: parent, parentPath: directory)

@@ -33,6 +33,10 @@ import Liaison
 ///   handler waits for that process's commit (or rollback) signal instead of sleeping 1, 2, 5 …
 ///   100 ms, and retries at once when it arrives (at most 50 ms per wait, for a writer that does
 ///   not ring); a lock attempt gives up with `SQLITE_BUSY` after 30 s of waiting.
+/// - **No write into a deleted file.** If the database file is deleted or replaced while the pool
+///   is open, every later commit is rolled back with a ``LiaisonError/Code/system`` error that
+///   names the file (SQLite would write it into the deleted file, to be lost): restart the
+///   processes that use it.
 /// - ``SharedContainer/suspend()`` posts GRDB's `Database.suspendNotification` (and `resume()`
 ///   its `resumeNotification`) when the configuration observes them, as GRDB recommends on iOS.
 ///   GRDB's notification is process-wide: every GRDB database of the process that observes it is
@@ -239,12 +243,11 @@ extension SharedContainer {
     for file in try folder.names() where file.rawValue.hasSuffix(".sqlite") {
       guard let name = try? LiaisonName(String(file.rawValue.dropLast(".sqlite".count))) else { continue }
       let path = folder.path(of: file.rawValue)
+      // Every file SQLite will open is checked first, without opening it (see SharedPool.open).
       var size = 0
-      for suffix in ["", "-wal"] {
-        guard let fd = try folder.openFile(file.rawValue + suffix, create: false) else { continue }
-        var info = stat()
-        if fstat(fd, &info) == 0 { size += Int(info.st_size) }
-        close(fd)
+      for suffix in ["", "-wal", "-shm"] {
+        guard let info = try folder.inspectFile(file.rawValue + suffix), suffix != "-shm" else { continue }
+        size += Int(info.st_size)
       }
       let migrations: [String]
       do {

@@ -70,6 +70,9 @@ public final class SharedDefaults: Sendable {
     store = try StoreDatabase.shared(container, name: "defaults", migrator: Self.migrator)
     slot = GenerationCounters.slot(for: domain.rawValue)
     signal = try Signal(name: domain, folder: try container.privateFolder("store-signals"))
+    // Read once now: a damaged signal file is an error that names it here, not a silent end of
+    // the domain's change notifications (writes ring it without throwing, having committed).
+    _ = try signal.state
   }
 
   // MARK: Reading

@@ -12,9 +12,11 @@ import Liaison
 /// An atomic load is the whole cost of knowing that a cached value is still current.
 ///
 /// Many names share a slot (by hash); a shared slot only costs an extra reload, never a stale
-/// read. The file only ever grows to its size and is never truncated by Liaison. Like SQLite's own
-/// `-shm` file, which SQLite also maps, a process that truncates it under a running reader would
-/// crash that reader (SIGBUS); the threat model leaves processes of the same user out.
+/// read. The file only ever grows to its size and is never truncated by Liaison; one found short
+/// at open is grown back, and garbage in it only costs cache reloads. Like SQLite's own `-shm`
+/// file, which SQLite also maps, a process that truncates it under a running reader crashes that
+/// reader (SIGBUS); only a process of the same user can, which the threat model leaves out (README,
+/// "Security"; pinned by `HostileStoreFileTests.aMappedFileTruncatedUnderARunningProcessKillsIt`).
 final class GenerationCounters: @unchecked Sendable {
   static let slotCount = 512
   private static let size = slotCount * MemoryLayout<UInt64>.size

@@ -8,10 +8,15 @@ enum SharedPool {
   /// Opens `file` in `folder` as a pool and migrates it, all while holding `lock`, so that
   /// concurrent openers neither wait inside SQLite nor run a migration twice.
   ///
-  /// SQLite follows symbolic links, so each file it will open is first checked with Liaison's own
-  /// safe open (created 0600 if missing): a planted link or a foreign file is refused. A database
-  /// migrated by a newer program is refused **before** migrating, so that this program never runs
-  /// its own migrations (or erases anything) over a schema it does not know.
+  /// SQLite follows symbolic links, so each file it will open is first checked the way Liaison
+  /// checks its own files (the database is created 0600 if missing): a planted link or a foreign
+  /// file is refused. They are checked without being opened, because closing a descriptor would
+  /// drop the `fcntl` locks that SQLite holds on them when this process has them open already.
+  /// A database that is missing or empty beside a write-ahead log that holds commits is refused:
+  /// SQLite would start a new database and then discard the log. A database migrated by a newer
+  /// program is refused **before** migrating, so that this program never runs its own migrations
+  /// (or erases anything) over a schema it does not know. Once open, every commit first checks
+  /// that the file is still there (see ``DeletedDatabaseGuard``).
   ///
   /// - Returns: the pool, and whether any migration ran.
   static func open(
@@ -19,12 +24,22 @@ enum SharedPool {
     lock: ProcessLock
   ) throws(LiaisonError) -> (pool: DatabasePool, migrationsRan: Bool) {
     let path = folder.path(of: file)
-    if let fd = try folder.openFile(file, create: true) { close(fd) }
-    for suffix in ["-wal", "-shm"] {
-      if let fd = try folder.openFile(file + suffix, create: false) { close(fd) }
-    }
     let held = try lock.lock()
     defer { held.unlock() }
+    // Under the lock: another opener creates the database, and its first log, only while holding it.
+    let database = try folder.inspectFile(file)
+    let log = try folder.inspectFile(file + "-wal")
+    _ = try folder.inspectFile(file + "-shm")
+    if let log, log.st_size > 0, (database?.st_size ?? 0) == 0 {
+      throw LiaisonError(
+        .corruptFile,
+        "The database '\(path)' is \(database == nil ? "missing" : "empty") but its write-ahead log '\(path)-wal' "
+          + "holds \(log.st_size) bytes of commits; SQLite would start a new database and discard them. Stop every "
+          + "process that uses the container, then put the database file back beside its log, or move the -wal and "
+          + "-shm files aside (keep them for recovery) to start a new database.",
+        path: path)
+    }
+    if database == nil, let fd = try folder.openFile(file, create: true) { close(fd) }
     do {
       let pool = try DatabasePool(path: path, configuration: configuration)
       if try pool.read(migrator.hasBeenSuperseded) {
@@ -36,11 +51,56 @@ enum SharedPool {
       }
       let before = try pool.read(migrator.appliedIdentifiers)
       try migrator.migrate(pool)
-      return (pool, try pool.read(migrator.appliedIdentifiers) != before)
+      let migrationsRan = try pool.read(migrator.appliedIdentifiers) != before
+      pool.add(transactionObserver: try DeletedDatabaseGuard(file, in: folder), extent: .databaseLifetime)
+      return (pool, migrationsRan)
     } catch let error as LiaisonError {
       throw error
     } catch {
       throw StoreDatabase.translate(error, path: path)
     }
+  }
+}
+
+/// Refuses every commit once the database file has been deleted, or replaced by another file,
+/// while this process has it open.
+///
+/// SQLite goes on writing into a deleted file without a word: every commit after the deletion
+/// would vanish with the last process that has it open, and processes that open the path anew
+/// would find another database. So before each commit this guard checks that the path still names
+/// the file opened (`fstatat`, about a microsecond), and otherwise throws, which rolls back.
+final class DeletedDatabaseGuard: TransactionObserver, Sendable {
+  private let folder: PrivateFolder
+  private let file: String
+  private let device: UInt64
+  private let inode: UInt64
+
+  init(_ file: String, in folder: PrivateFolder) throws(LiaisonError) {
+    self.folder = folder
+    self.file = file
+    guard let info = try folder.inspectFile(file) else { throw Self.deleted(folder.path(of: file), missing: true) }
+    device = UInt64(info.st_dev)
+    inode = UInt64(info.st_ino)
+  }
+
+  func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
+  func databaseDidChange(with event: DatabaseEvent) {}
+  func databaseDidCommit(_ db: Database) {}
+  func databaseDidRollback(_ db: Database) {}
+
+  func databaseWillCommit() throws {
+    var info = stat()
+    let found = fstatat(folder.descriptor, file, &info, AT_SYMLINK_NOFOLLOW) == 0
+    if found && UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode { return }
+    throw Self.deleted(folder.path(of: file), missing: !found)
+  }
+
+  private static func deleted(_ path: String, missing: Bool) -> LiaisonError {
+    LiaisonError(
+      .system,
+      "The database '\(path)' was \(missing ? "deleted" : "replaced by another file") while this process was using "
+        + "it, so this write was rolled back (SQLite would have written it into the old file, where it would be "
+        + "lost). Stop every process that uses the container, then open it again.",
+      errno: missing ? .init(rawValue: ENOENT) : nil, path: path)
   }
 }
