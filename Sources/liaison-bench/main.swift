@@ -1,6 +1,7 @@
 // liaison-bench: each scenario with its baselines measured in the same run.
 //
 //   swift run -c release liaison-bench [SCENARIO…] [--json]
+//   swift run liaison-bench chaos [--processes N] [--seconds S] [--seed N]   (see Chaos.swift)
 //
 // Scenarios: lock.uncontended, lock.handoff, presence.probe, signal.latency, defaults.get,
 // defaults.set, defaults.visibility, database.observation, mailbox.latency, mailbox.throughput (and the informational lock.handoff.async and
@@ -12,6 +13,14 @@ import Liaison
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == "--peer" {
   try PeerRole.run(arguments[1], Array(arguments.dropFirst(2)))
+}
+
+if arguments.first == "chaos" {
+  guard let options = Chaos.parse(Array(arguments.dropFirst())) else {
+    FileHandle.standardError.write(Data((Chaos.usage + "\n").utf8))
+    exit(64)
+  }
+  exit(try Chaos.run(options) == 0 ? 0 : 1)
 }
 
 let families: [(names: [String], run: (SharedContainer) throws -> [ScenarioResult])] = [

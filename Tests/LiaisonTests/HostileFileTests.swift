@@ -171,7 +171,7 @@ struct HostileFileTests {
     let presence = try container.presence("subject")
     #expect(try presence.isActive)  // locked: somebody is there
     #expect { _ = try presence.holder } throws: { isError($0, .corruptFile, naming: file) }
-    #expect { _ = try presence.claim() } throws: { isError($0, .timedOut, naming: file) }
+    #expect { _ = try presence.claim() } throws: { isError($0, .alreadyClaimed, naming: file) }
     #expect(try fileBytes(file) == garbage(count: 200))
   }
 

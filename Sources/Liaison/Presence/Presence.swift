@@ -126,8 +126,8 @@ public final class Presence: Sendable {
   /// - Parameter info: a short text for others to read in ``holder`` (at most
   ///   ``maximumInfoLength`` bytes).
   /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another holder has the presence (the
-  ///   message names it); ``LiaisonError/Code/timedOut`` when the file stays locked by a process
-  ///   that wrote no record; ``LiaisonError/Code/suspended`` while the container is suspended;
+  ///   message names it, or says that its record is not written yet when the file stays locked
+  ///   for 100 ms without one); ``LiaisonError/Code/suspended`` while the container is suspended;
   ///   ``LiaisonError`` when the file cannot be opened or is unsafe.
   public func claim(info: String? = nil) throws(LiaisonError) -> PresenceClaim {
     try Self.validate(info: info)
@@ -209,10 +209,13 @@ public final class Presence: Sendable {
           throw alreadyClaimed(by: holder)
         }
         if SystemClock.bootNanoseconds() > deadline {
+          // Held for longer than any probe or lease write: by a claimant between taking the lock
+          // and writing its record (a process can be descheduled there for that long on a busy
+          // machine), or by another program.
           throw LiaisonError(
-            .timedOut,
-            "The presence '\(name)' stayed locked for 100 ms by a process that wrote no record "
-              + "(a claim being made, or another program locking '\(path)'). Try again.",
+            .alreadyClaimed,
+            "The presence '\(name)' is held by a process that has not written its record yet (a claim being made, "
+              + "or another program locking '\(path)'). Wait for it to be released, or check isActive first.",
             path: path)
         }
         sched_yield()

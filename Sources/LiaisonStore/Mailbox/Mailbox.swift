@@ -80,6 +80,9 @@ public final class Mailbox: Sendable {
     self.container = container
     store = try StoreDatabase.shared(container, name: "mailboxes", migrator: Self.migrator)
     signal = try Signal(name: name, folder: try container.privateFolder("mailbox-signals"))
+    // Read once now: a damaged signal file is an error that names it here, not receivers that
+    // are silently never woken.
+    _ = try signal.state
   }
 
   // MARK: Sending
