@@ -32,12 +32,19 @@ enum Chaos {
     var processes = 6
     var seconds = 20.0
     var seed = UInt64.random(in: 0...UInt64.max)
+    /// Break the workers on purpose (no lock, a message not logged, a count not kept), to show
+    /// that the checks catch it.
+    var sabotage = false
   }
 
   static func parse(_ arguments: [String]) -> Options? {
     var options = Options()
     var rest = arguments[...]
     while let flag = rest.popFirst() {
+      if flag == "--sabotage" {
+        options.sabotage = true
+        continue
+      }
       guard let value = rest.popFirst() else { return nil }
       switch flag {
       case "--processes":
@@ -56,7 +63,7 @@ enum Chaos {
   }
 
   static let usage =
-    "usage: liaison-bench chaos [--processes N (2-64, default 6)] [--seconds S (default 20)] [--seed N]"
+    "usage: liaison-bench chaos [--processes N (2-64, default 6)] [--seconds S (default 20)] [--seed N] [--sabotage]"
 
   // MARK: The run
 
@@ -68,6 +75,10 @@ enum Chaos {
     let containerPath = work + "/container"
     var random = SplitMix64(seed: options.seed)
     print("chaos: \(options.processes) processes for \(options.seconds) s, seed \(options.seed)")
+    if options.sabotage {
+      print("chaos: SABOTAGED workers (no lock, messages not logged, counts not kept): violations expected")
+      setenv(sabotageVariable, "1", 1)  // inherited by the workers
+    }
 
     var workers = try (0..<options.processes).map { index in
       try Worker(index: index, incarnation: 0, container: containerPath, logs: work, seed: random.next())
@@ -158,6 +169,9 @@ enum Chaos {
     return migrator
   }()
 
+  static let sabotageVariable = "LIAISON_CHAOS_SABOTAGE"
+  static var sabotaged: Bool { getenv(sabotageVariable) != nil }
+
   /// A worker's life: random operations until its input closes (or it is killed).
   static func work(container path: String, log: String, index: Int, seed: UInt64) throws -> Never {
     let container = try SharedContainer(directory: path)
@@ -189,11 +203,11 @@ enum Chaos {
     while !stopping.withLock({ $0 }) {
       switch random.next() % 6 {
       case 0:
-        let held = try lock.lock()
+        let held = sabotaged ? nil : try lock.lock()
         note("L \(now())")
         usleep(UInt32(random.next() % 500))  // work under the lock
         note("X \(now())")
-        held.unlock()
+        held?.unlock()
       case 1:
         if let claim = try claimUnlessHeld(presence) {
           note("P \(now())")
@@ -206,7 +220,8 @@ enum Chaos {
       case 2:
         try defaults.transaction { transaction in
           try transaction.set((try transaction.get(total) ?? 0) + 1, for: total)
-          try transaction.set((try transaction.get(mine) ?? 0) + 1, for: mine)
+          let skip = sabotaged && random.next() % 50 == 0
+          try transaction.set((try transaction.get(mine) ?? 0) + (skip ? 0 : 1), for: mine)
         }
         note("D")
       case 3:
@@ -253,7 +268,8 @@ enum Chaos {
       do {
         while true {
           let batch = try await receiver.receive(Message.self, limit: 32)
-          note(batch.map { "R \($0.id)" }.joined(separator: "\n"))
+          let logged = sabotaged ? batch.filter { !$0.id.hasSuffix("7") } : batch
+          note(logged.map { "R \($0.id)" }.joined(separator: "\n"))
           try receiver.acknowledge(batch)
           note("A")
         }
