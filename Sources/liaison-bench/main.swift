@@ -1,6 +1,7 @@
 // liaison-bench: each scenario with its baselines measured in the same run.
 //
 //   swift run -c release liaison-bench [SCENARIO…] [--json]
+//   swift run -c release liaison-bench scale   (cost per operation as the work grows; ScaleScenarios.swift)
 //   swift run liaison-bench chaos [--processes N] [--seconds S] [--seed N]   (see Chaos.swift)
 //
 // Scenarios: lock.uncontended, lock.handoff, presence.probe, signal.latency, defaults.get,
@@ -21,6 +22,13 @@ if arguments.first == "chaos" {
     exit(64)
   }
   exit(try Chaos.run(options) == 0 ? 0 : 1)
+}
+
+if arguments.first == "scale" {
+  let directory = NSTemporaryDirectory() + "liaison-scale-\(getpid())"
+  defer { try? FileManager.default.removeItem(atPath: directory) }
+  print(ScaleScenarios.table(try ScaleScenarios.run(try SharedContainer(directory: directory))))
+  exit(0)
 }
 
 let families: [(names: [String], run: (SharedContainer) throws -> [ScenarioResult])] = [
