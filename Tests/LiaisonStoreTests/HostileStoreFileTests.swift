@@ -366,7 +366,7 @@ struct HostileStoreFileTests {
     try journal.pool.write { db in try db.execute(sql: "INSERT INTO item (name) VALUES ('x')") }
     let index = StoreFile.databaseIndex.path(in: directory.path)
     let held = try posixLocks(on: index)
-    #expect(!held.isEmpty)
+    #expect(!held.isEmpty, "this process's locks: \(try ownLocks())")
     let again = try container.database("journal", migrator: SQLiteDatabase.journalMigrator)
     #expect(try posixLocks(on: index) == held)
     #expect(try container.sharedDatabases().map(\.name.rawValue) == ["journal"])
@@ -484,6 +484,12 @@ private func writeFile(_ path: String, _ bytes: [UInt8]) throws {
 
 /// The `fcntl` (POSIX) locks this process holds on the file at `path`, as `/proc/locks` lists
 /// them: "READ 128 128" for a shared lock on byte 128.
+/// Every line of /proc/locks about this process: what a failure of the lock checks prints.
+private func ownLocks() throws -> [String] {
+  try String(contentsOfFile: "/proc/locks", encoding: .utf8).split(separator: "\n").map(String.init)
+    .filter { $0.contains(" \(getpid()) ") }
+}
+
 private func posixLocks(on path: String) throws -> [String] {
   var info = stat()
   guard stat(path, &info) == 0 else { throw PeerError("cannot stat \(path): errno \(errno)") }

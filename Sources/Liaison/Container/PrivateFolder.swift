@@ -101,6 +101,14 @@ package final class PrivateFolder: Sendable {
     return fd
   }
 
+  /// Whether this folder has been deleted since it was opened (its descriptor then names a
+  /// folder with no links). A new folder made at the same path may even reuse its inode, and so
+  /// its ``identity``: caches keyed by identity check this before trusting an entry.
+  package var isDeleted: Bool {
+    var info = stat()
+    return fstat(descriptor, &info) != 0 || info.st_nlink == 0
+  }
+
   /// Checks the file `name` as ``openFile(_:create:)`` does, without opening it: for the files
   /// that SQLite opens itself. Closing a descriptor drops every `fcntl` lock this process holds on
   /// its file, and SQLite's locks are such locks: a descriptor opened and closed here on a database

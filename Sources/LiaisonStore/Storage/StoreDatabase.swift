@@ -44,7 +44,8 @@ final class StoreDatabase: Sendable {
     let folder = try container.privateFolder("store")
     let key = folder.identity + "/" + name
     return try registry.withLock { registry throws(LiaisonError) in
-      if let open = registry[key] { return open }
+      // A folder deleted and made again can reuse the inode, hence the key: such an entry is stale.
+      if let open = registry[key], !open.folder.isDeleted { return open }
       let database = try open(container, folder: folder, name: name, migrator: migrator)
       registry[key] = database
       return database
