@@ -353,6 +353,22 @@ extension MailboxTests {
   }
 }
 
+extension MailboxTests {
+  /// Totals that another program damaged are counted again from the messages, not taken as 0
+  /// (which restarted the positions: every send failed on "UNIQUE constraint failed").
+  @Test func damagedTotalsAreCountedAgainFromTheMessages() throws {
+    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
+    try mailbox.sendAll(["a", "b", "c"])
+    try mailbox.store.write { db in
+      try db.execute(sql: "UPDATE mailbox_totals SET next_position = 'y', messages = 'x'")
+    }
+    try mailbox.send("d")
+    #expect(try mailbox.count() == 4)
+    let receiver = try mailbox.receiver()
+    #expect(try receiver.receiveAvailable(String.self).map(\.payload) == ["a", "b", "c", "d"])
+  }
+}
+
 /// `body`'s result, or `nil` when it takes longer than `seconds` (it is then cancelled).
 private func within<T: Sendable>(seconds: Double, _ body: @escaping @Sendable () async throws -> T) async throws
   -> T?
