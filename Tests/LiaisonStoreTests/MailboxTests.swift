@@ -220,6 +220,170 @@ struct MailboxTests {
   }
 }
 
+extension MailboxTests {
+  /// A batch whose messages are all undecodable (quarantined on the way) must not end a look:
+  /// the messages after it wait, and no send is coming to wake the receiver.
+  @Test func aBatchThatIsAllQuarantinedDoesNotHideTheMessagesAfterIt() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let mailbox = try container.mailbox("inbox")
+    try mailbox.send(Data("not-json".utf8))
+    try mailbox.send("not a TestMessage")
+    try mailbox.send(TestMessage(sender: "t", n: 1))
+    let receiver = try mailbox.receiver()
+    #expect(try receiver.receiveAvailable(TestMessage.self, limit: 1).map(\.payload.n) == [1])
+    #expect(try mailbox.peek().filter { $0.quarantineReason != nil }.count == 2)
+
+    // A waiting receive: the messages were sent before the receiver, so no ring is coming.
+    let stalled = try container.mailbox("stalled")
+    try stalled.send(Data("not-json".utf8))
+    try stalled.send(TestMessage(sender: "t", n: 2))
+    let waiting = try stalled.receiver()
+    let received = try await within(seconds: 10) { try await waiting.receive(TestMessage.self, limit: 1) }
+    #expect(received?.map(\.payload.n) == [2], "receive waited for a send while a message was waiting")
+  }
+
+  /// `MailboxReceiver` is `Sendable`: threads that receive from one receiver at once must still
+  /// get each message once (the cursor is read, the store queried, and the cursor set in one step).
+  @Test func concurrentReceivesFromOneReceiverDeliverEachMessageOnce() throws {
+    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
+    let total = 4_000
+    try mailbox.sendAll(0..<total)
+    let receiver = try mailbox.receiver()
+    let received = Locked<[Int]>([])
+    let failures = Locked<[String]>([])
+    let (started, finished) = (Locked(0), DispatchGroup())
+    for _ in 0..<4 {  // threads of their own: the test pool may be busy with other tests
+      finished.enter()
+      Thread {
+        defer { finished.leave() }
+        started.withLock { $0 += 1 }
+        while started.withLock({ $0 }) < 4 { sched_yield() }
+        do {
+          while true {
+            let batch = try receiver.receiveAvailable(Int.self, limit: Int.random(in: 1...16))
+            if batch.isEmpty { return }
+            received.withLock { $0 += batch.map(\.payload) }
+          }
+        } catch {
+          failures.withLock { $0.append("\(error)") }
+        }
+      }.start()
+    }
+    finished.wait()
+    #expect(failures.withLock { $0 }.isEmpty)
+    let all = received.withLock { $0 }
+    #expect(all.count == total, "\(all.count - Set(all).count) deliveries were duplicates")
+    #expect(Set(all).count == total)
+  }
+
+  /// An envelope carries a position, which means something only in its own mailbox: one given to
+  /// another mailbox's receiver must not remove that mailbox's message at the same position.
+  @Test func anEnvelopeFromAnotherMailboxIsRefusedAndRemovesNothing() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let (a, b) = (try container.mailbox("a"), try container.mailbox("b"))
+    try a.send("for a")
+    try b.send("for b")
+    let (receiverA, receiverB) = (try a.receiver(), try b.receiver())
+    let fromA = try receiverA.receiveAvailable(String.self)
+    let refusal = #expect(throws: LiaisonError.self) { try receiverB.acknowledge(fromA) }
+    #expect(refusal?.code == .invalidArgument)
+    #expect(try b.count() == 1)
+    #expect(try receiverB.receiveAvailable(String.self).map(\.payload) == ["for b"])
+    // The same mailbox under another container: positions alike, messages not.
+    let other = TemporaryDirectory()
+    let elsewhere = try SharedContainer(directory: other.path).mailbox("a")
+    try elsewhere.send("for the other a")
+    let receiverElsewhere = try elsewhere.receiver()
+    #expect(throws: LiaisonError.self) { try receiverElsewhere.acknowledge(fromA) }
+    #expect(try elsewhere.count() == 1)
+  }
+
+  /// `messages()` reads ahead a batch; leaving the loop must not make the rest of that batch
+  /// invisible to this receiver (they would wait until the next receiver, i.e. the next launch).
+  @Test func leavingAMessagesLoopKeepsTheMessagesItReadAhead() async throws {
+    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
+    try mailbox.sendAll(["a", "b", "c"])
+    let receiver = try mailbox.receiver()
+    for try await envelope in receiver.messages(String.self) {
+      try receiver.acknowledge(envelope)
+      break
+    }
+    #expect(try receiver.receiveAvailable(String.self).map(\.payload) == ["b", "c"])
+  }
+
+  /// `suspend()` gives the receiver's lock up; a receive already waiting must end then, with
+  /// `suspended`, rather than sleep on until the next send.
+  @Test func suspendingTheContainerEndsAWaitingReceive() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let receiver = try container.mailbox("idle").receiver()
+    let started = Locked(false)
+    let waiting = Task {
+      try await within(seconds: 10) { () async -> LiaisonError.Code? in
+        started.withLock { $0 = true }
+        do {
+          _ = try await receiver.receive(String.self)
+          return nil
+        } catch let error as LiaisonError {
+          return error.code
+        } catch {
+          return nil
+        }
+      }
+    }
+    // Not synchronisation: the test passes whether the receive is waiting yet or not; the pause
+    // after its task started makes the waiting case (the one that hung) the usual one.
+    while !started.withLock({ $0 }) { await Task.yield() }
+    try await Task.sleep(for: .milliseconds(50))
+    container.suspend()
+    defer { try? container.resume() }
+    let outcome = try await waiting.value ?? nil
+    #expect(outcome == .suspended, "a waiting receive went on waiting after suspend()")
+  }
+
+  /// A quarantined message that is removed keeps its id remembered, like an acknowledged one, so
+  /// that a retried send is not stored (and quarantined) again.
+  @Test func aRetriedSendOfARemovedQuarantinedMessageStoresNothing() throws {
+    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
+    try mailbox.send("not a TestMessage", id: "draft-1")
+    let receiver = try mailbox.receiver()
+    #expect(try receiver.receiveAvailable(TestMessage.self).isEmpty)
+    #expect(try receiver.removeQuarantined() == 1)
+    try mailbox.send("not a TestMessage", id: "draft-1")
+    #expect(try mailbox.peek().isEmpty)
+  }
+}
+
+extension MailboxTests {
+  /// Totals that another program damaged are counted again from the messages, not taken as 0
+  /// (which restarted the positions: every send failed on "UNIQUE constraint failed").
+  @Test func damagedTotalsAreCountedAgainFromTheMessages() throws {
+    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
+    try mailbox.sendAll(["a", "b", "c"])
+    try mailbox.store.write { db in
+      try db.execute(sql: "UPDATE mailbox_totals SET next_position = 'y', messages = 'x'")
+    }
+    try mailbox.send("d")
+    #expect(try mailbox.count() == 4)
+    let receiver = try mailbox.receiver()
+    #expect(try receiver.receiveAvailable(String.self).map(\.payload) == ["a", "b", "c", "d"])
+  }
+}
+
+/// `body`'s result, or `nil` when it takes longer than `seconds` (it is then cancelled).
+private func within<T: Sendable>(seconds: Double, _ body: @escaping @Sendable () async throws -> T) async throws
+  -> T?
+{
+  try await withThrowingTaskGroup(of: T?.self) { group in
+    group.addTask { try await body() }
+    group.addTask {
+      try? await Task.sleep(for: .seconds(seconds))
+      return nil
+    }
+    defer { group.cancelAll() }
+    return try await group.next()!
+  }
+}
+
 private func fileSize(_ path: String) -> Int {
   var info = stat()
   return stat(path, &info) == 0 ? Int(info.st_size) : 0

@@ -364,14 +364,30 @@ struct MailboxTotals {
   var bytes = 0
   var quarantined = 0
 
+  /// The totals as saved; counted from the messages when there are none yet (a new mailbox) or
+  /// when another program left values Liaison never stores. (Taking those as 0 restarted the
+  /// positions: every later send then failed on a position already taken.)
   static func fetch(_ db: Database, mailbox: LiaisonName) throws -> MailboxTotals {
     let statement = try db.cachedStatement(
       sql: "SELECT next_position, messages, bytes, quarantined FROM mailbox_totals WHERE mailbox = ?")
-    guard let row = try Row.fetchOne(statement, arguments: [mailbox.rawValue]) else { return MailboxTotals() }
+    if let row = try Row.fetchOne(statement, arguments: [mailbox.rawValue]),
+      let nextPosition = Int64.fromDatabaseValue(row[0] as DatabaseValue),
+      let messages = Int.fromDatabaseValue(row[1] as DatabaseValue),
+      let bytes = Int.fromDatabaseValue(row[2] as DatabaseValue),
+      let quarantined = Int.fromDatabaseValue(row[3] as DatabaseValue)
+    {
+      return MailboxTotals(nextPosition: nextPosition, messages: messages, bytes: bytes, quarantined: quarantined)
+    }
+    let counted = try db.cachedStatement(
+      sql: """
+        SELECT max(position), count(*), total(length(payload)), count(quarantine_reason)
+        FROM mailbox_message WHERE mailbox = ?
+        """)
+    guard let row = try Row.fetchOne(counted, arguments: [mailbox.rawValue]) else { return MailboxTotals() }
     return MailboxTotals(
       nextPosition: Int64.fromDatabaseValue(row[0] as DatabaseValue) ?? 0,
       messages: Int.fromDatabaseValue(row[1] as DatabaseValue) ?? 0,
-      bytes: Int.fromDatabaseValue(row[2] as DatabaseValue) ?? 0,
+      bytes: Int(Double.fromDatabaseValue(row[2] as DatabaseValue) ?? 0),
       quarantined: Int.fromDatabaseValue(row[3] as DatabaseValue) ?? 0)
   }
 

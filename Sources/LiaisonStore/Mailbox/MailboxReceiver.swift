@@ -13,6 +13,8 @@ public struct MailboxEnvelope<Payload: Sendable>: Sendable {
   public let payload: Payload
   /// Where the message stands in the mailbox: what an acknowledgement removes.
   let position: Int64
+  /// The mailbox it came from: an acknowledgement by another mailbox's receiver is refused.
+  let mailbox: LiaisonName
 }
 
 /// The one receiver of a mailbox: receives its messages in order and acknowledges them.
@@ -24,22 +26,42 @@ public struct MailboxEnvelope<Payload: Sendable>: Sendable {
 /// the lock comes free the moment the receiver is closed or its process dies, so a restarted
 /// receiver takes over at once.
 ///
-/// Each message is delivered to a receiver once; a message it does not acknowledge is delivered
-/// again to the next receiver (after a crash, or ``close()``). ``SharedContainer/suspend()`` gives
-/// the lock up (iOS must not suspend a process that holds one); the receiver then throws
-/// ``LiaisonError/Code/suspended``: make a new one after `resume()`.
+/// Each message is delivered to a receiver once, even when several tasks receive from it at the
+/// same time; a message it does not acknowledge is delivered again to the next receiver (after a
+/// crash, or ``close()``). ``SharedContainer/suspend()`` gives the lock up (iOS must not suspend a
+/// process that holds one) and ends the receiver: a receive waiting then throws
+/// ``LiaisonError/Code/suspended`` at once, as does every later call: make a new receiver after
+/// `resume()`.
 public final class MailboxReceiver: Sendable {
   public let mailbox: Mailbox
   private let held: LockGuard
   /// Woken by every send: subscribed once, before the first look at the mailbox.
   private let wakeUps: SignalWaiter
-  /// The position of the last message delivered (or quarantined) by this receiver.
-  private let cursor = Locked<Int64>(0)
+  /// What this receiver has read from the store and not yet delivered. Held for the whole of a
+  /// delivery (read, decode, quarantine), so that concurrent receives never deliver a message twice.
+  private let reading = Locked(Reading())
+  /// Ends the receiver when the container is suspended.
+  private let suspension: SuspensionHandlers
+
+  private struct Reading {
+    /// The position of the last message read from the store.
+    var cursor: Int64 = 0
+    /// Messages read ahead (by ``messages(_:batchSize:)``) and not yet delivered, in order; the
+    /// next delivery starts with them, whichever sequence or call asks.
+    var readAhead: ArraySlice<MessageRow> = []
+  }
 
   init(mailbox: Mailbox, held: LockGuard) throws(LiaisonError) {
     self.mailbox = mailbox
     self.held = held
-    wakeUps = try SignalWaiter(mailbox.signal)
+    let wakeUps = try SignalWaiter(mailbox.signal)
+    self.wakeUps = wakeUps
+    suspension = mailbox.container.registerSuspensionHandlers(
+      suspend: {
+        held.unlock()
+        wakeUps.close()
+      },
+      resume: {})
   }
 
   /// Ends this receiver: messages it delivered and did not acknowledge go to the next receiver.
@@ -81,8 +103,14 @@ public final class MailboxReceiver: Sendable {
   public func receiveAvailable<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64
   ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
-    let decoder = JSONDecoder()
-    return try deliver(limit: limit) { payload in
+    try deliver(limit: limit, readAhead: limit, decode: Self.decoding(Payload.self, using: JSONDecoder()))
+  }
+
+  /// How a payload becomes a `Payload`, or the reason to quarantine it.
+  static func decoding<Payload: Decodable>(_ type: Payload.Type, using decoder: JSONDecoder)
+    -> (StoredValue) -> Result<Payload, UndecodableMessage>
+  {
+    { payload in
       payload.decodeMessage(as: Payload.self, using: decoder).mapError {
         UndecodableMessage(reason: "cannot be read as \(Payload.self): \($0.reason)")
       }
@@ -92,7 +120,7 @@ public final class MailboxReceiver: Sendable {
   /// The messages in their stored form, which never needs quarantine: for tools that do not know
   /// the payload type (the `liaison receive` command).
   package func receiveAvailableStored(limit: Int) throws(LiaisonError) -> [MailboxEnvelope<DefaultsRawValue>] {
-    try deliver(limit: limit) { .success($0.raw) }
+    try deliver(limit: limit, readAhead: limit) { .success($0.raw) }
   }
 
   /// ``receiveAvailableStored(limit:)``, waiting until there is at least one message.
@@ -101,7 +129,7 @@ public final class MailboxReceiver: Sendable {
   }
 
   /// Calls `look` until it finds messages, waiting for the mailbox's signal in between.
-  private func waitForMessages<Payload>(
+  func waitForMessages<Payload>(
     _ look: () throws(LiaisonError) -> [MailboxEnvelope<Payload>]
   ) async throws -> [MailboxEnvelope<Payload>] {
     // A send between the look and the wait is remembered by the waiter: the wait returns at once.
@@ -116,33 +144,48 @@ public final class MailboxReceiver: Sendable {
     }
   }
 
-  /// The next messages after the cursor, decoded by `decode`; the ones it cannot decode are
-  /// quarantined. Moves the cursor past all of them.
-  private func deliver<Payload>(
-    limit: Int, decode: (StoredValue) -> Result<Payload, UndecodableMessage>
+  /// Up to `limit` messages not yet delivered by this receiver, decoded by `decode`; the ones it
+  /// cannot decode are quarantined, and the look goes on past them, so that an empty result means
+  /// that no message waits. Reads `readAhead` messages from the store when it reads.
+  func deliver<Payload>(
+    limit: Int, readAhead: Int, decode: (StoredValue) -> Result<Payload, UndecodableMessage>
   ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
     try checkHeld()
-    let after = cursor.withLock { $0 }
+    let limit = max(1, limit)
     let store = mailbox.store
-    let rows = try store.readOneStatement { db in
-      try MessageRow.fetch(
-        db, mailbox: mailbox.name, after: after, limit: max(1, limit), includingQuarantined: false, path: store.path)
-    }
-    guard let last = rows.last else { return [] }
-    var envelopes: [MailboxEnvelope<Payload>] = []
-    var quarantine: [(position: Int64, reason: String)] = []
-    for row in rows {
-      switch decode(row.payload) {
-      case .success(let payload):
-        envelopes.append(
-          MailboxEnvelope(id: row.id, sentAt: row.sentAt, sender: row.sender, payload: payload, position: row.position))
-      case .failure(let undecodable):
-        quarantine.append((row.position, undecodable.reason))
+    let name = mailbox.name
+    return try reading.withLock { reading throws(LiaisonError) -> [MailboxEnvelope<Payload>] in
+      while true {
+        if reading.readAhead.isEmpty {
+          let after = reading.cursor
+          let rows = try store.readOneStatement { db in
+            try MessageRow.fetch(
+              db, mailbox: name, after: after, limit: max(limit, readAhead), includingQuarantined: false,
+              path: store.path)
+          }
+          guard let last = rows.last else { return [] }
+          reading.readAhead = rows[...]
+          reading.cursor = last.position
+        }
+        let taken = reading.readAhead.prefix(limit)
+        var envelopes: [MailboxEnvelope<Payload>] = []
+        var quarantine: [(position: Int64, reason: String)] = []
+        for row in taken {
+          switch decode(row.payload) {
+          case .success(let payload):
+            envelopes.append(
+              MailboxEnvelope(
+                id: row.id, sentAt: row.sentAt, sender: row.sender, payload: payload, position: row.position,
+                mailbox: name))
+          case .failure(let undecodable):
+            quarantine.append((row.position, undecodable.reason))
+          }
+        }
+        if !quarantine.isEmpty { try setAside(quarantine) }
+        reading.readAhead.removeFirst(taken.count)
+        if !envelopes.isEmpty { return envelopes }
       }
     }
-    if !quarantine.isEmpty { try setAside(quarantine) }
-    cursor.withLock { $0 = last.position }
-    return envelopes
   }
 
   /// Marks undecodable messages as quarantined, with the reason.
@@ -172,10 +215,17 @@ public final class MailboxReceiver: Sendable {
   }
 
   /// Removes handled messages for good, in one transaction.
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidArgument``, acknowledging nothing, when an envelope
+  ///   comes from another mailbox (or another container's mailbox of the same name).
   public func acknowledge<Payload>(_ envelopes: [MailboxEnvelope<Payload>]) throws(LiaisonError) {
     try checkHeld()
     guard !envelopes.isEmpty else { return }
     let name = mailbox.name
+    if let stranger = envelopes.first(where: { $0.mailbox != name }) {
+      throw foreignEnvelope(id: stranger.id, from: "mailbox '\(stranger.mailbox)'")
+    }
+    let ids = Dictionary(envelopes.map { ($0.position, $0.id) }, uniquingKeysWith: { first, _ in first })
     let now = Date().timeIntervalSince1970
     // Removed by runs of consecutive positions: a batch as received is usually one run.
     var runs: [ClosedRange<Int64>] = []
@@ -192,13 +242,20 @@ public final class MailboxReceiver: Sendable {
         sql: """
           DELETE FROM mailbox_message
           WHERE mailbox = ? AND position BETWEEN ? AND ? AND quarantine_reason IS NULL
-          RETURNING given_id, id, length(payload)
+          RETURNING given_id, id, length(payload), position
           """)
       let remember = try db.cachedStatement(
         sql: "INSERT OR REPLACE INTO mailbox_acknowledged (mailbox, id, acknowledged_at) VALUES (?, ?, ?)")
       for run in runs {
         let removed = try Row.fetchAll(remove, arguments: [name.rawValue, run.lowerBound, run.upperBound])
         for row in removed {
+          // A position names a message only in its own store: one from another container's
+          // mailbox of the same name removes another message. The transaction is rolled back.
+          if let position = Int64.fromDatabaseValue(row[3] as DatabaseValue),
+            String.fromDatabaseValue(row[1] as DatabaseValue) != ids[position]
+          {
+            throw foreignEnvelope(id: ids[position] ?? "?", from: "another container's mailbox '\(name)'")
+          }
           totals.messages -= 1
           totals.bytes -= Int.fromDatabaseValue(row[2] as DatabaseValue) ?? 0
           if Bool.fromDatabaseValue(row[0] as DatabaseValue) == true {
@@ -208,25 +265,43 @@ public final class MailboxReceiver: Sendable {
       }
       try totals.save(db, mailbox: name)
     }
+    let acknowledged = Set(envelopes.map(\.position))
+    reading.withLock { $0.readAhead.removeAll { acknowledged.contains($0.position) } }
   }
 
-  /// Removes every quarantined message of the mailbox.
+  private func foreignEnvelope(id: String, from origin: String) -> LiaisonError {
+    LiaisonError(
+      .invalidArgument,
+      "The envelope of message '\(id)' was delivered by \(origin), not by mailbox '\(mailbox.name)' of this "
+        + "container: acknowledge each envelope with a receiver of its own mailbox. Nothing was acknowledged.")
+  }
+
+  /// Removes every quarantined message of the mailbox. Their ids are remembered like those of
+  /// acknowledged messages, so that a retried send with one of them stores nothing.
   ///
   /// - Returns: how many were removed.
   @discardableResult
   public func removeQuarantined() throws(LiaisonError) -> Int {
     try checkHeld()
     let name = mailbox.name
+    let now = Date().timeIntervalSince1970
     return try mailbox.store.write { db in
       var totals = try MailboxTotals.fetch(db, mailbox: name)
       let removed = try Row.fetchAll(
         db,
-        sql:
-          "DELETE FROM mailbox_message WHERE mailbox = ? AND quarantine_reason IS NOT NULL RETURNING length(payload)",
+        sql: """
+          DELETE FROM mailbox_message WHERE mailbox = ? AND quarantine_reason IS NOT NULL
+          RETURNING given_id, id, length(payload)
+          """,
         arguments: [name.rawValue])
+      let remember = try db.cachedStatement(
+        sql: "INSERT OR REPLACE INTO mailbox_acknowledged (mailbox, id, acknowledged_at) VALUES (?, ?, ?)")
+      for row in removed where Bool.fromDatabaseValue(row[0] as DatabaseValue) == true {
+        try remember.execute(arguments: [name.rawValue, row[1] as DatabaseValue, now])
+      }
       totals.messages -= removed.count
       totals.quarantined -= removed.count
-      totals.bytes -= removed.reduce(0) { $0 + (Int.fromDatabaseValue($1[0] as DatabaseValue) ?? 0) }
+      totals.bytes -= removed.reduce(0) { $0 + (Int.fromDatabaseValue($1[2] as DatabaseValue) ?? 0) }
       try totals.save(db, mailbox: name)
       return removed.count
     }
@@ -279,27 +354,26 @@ public struct MailboxMessages<Payload: Decodable & Sendable>: AsyncSequence, Sen
   public struct AsyncIterator: AsyncIteratorProtocol {
     let receiver: MailboxReceiver
     let batchSize: Int
-    var buffered: [MailboxEnvelope<Payload>] = []
-    var nextIndex = 0
+    let decode: (StoredValue) -> Result<Payload, UndecodableMessage>
 
     init(receiver: MailboxReceiver, batchSize: Int) {
       self.receiver = receiver
       self.batchSize = batchSize
+      decode = MailboxReceiver.decoding(Payload.self, using: JSONDecoder())
     }
 
-    /// The next message; `nil` when the task is cancelled.
+    /// The next message; `nil` when the task is cancelled. Messages are read from the store
+    /// `batchSize` at a time; the ones read ahead stay with the receiver, so that leaving the
+    /// loop early loses none of them.
     public mutating func next() async throws -> MailboxEnvelope<Payload>? {
-      if nextIndex < buffered.count {
-        defer { nextIndex += 1 }
-        return buffered[nextIndex]
-      }
+      let (receiver, batchSize, decode) = (receiver, batchSize, decode)
       do {
-        buffered = try await receiver.receive(Payload.self, limit: batchSize)
+        return try await receiver.waitForMessages { () throws(LiaisonError) in
+          try receiver.deliver(limit: 1, readAhead: batchSize, decode: decode)
+        }.first
       } catch is CancellationError {
         return nil
       }
-      nextIndex = 1
-      return buffered[0]
     }
   }
 }
