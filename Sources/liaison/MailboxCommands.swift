@@ -14,7 +14,9 @@ struct MessageReport {
   /// The payload as text: its JSON, or `data:BASE64` for raw bytes; then the quarantine reason,
   /// if any.
   var text: String {
-    let shown = DefaultsCommand.show(payload)
+    // JSON allows no raw line break inside a string: one outside is layout, and a message stays
+    // on one line.
+    let shown = DefaultsCommand.show(payload).replacingOccurrences(of: "\n", with: " ")
     return quarantineReason.map { "\(shown)\t(quarantined: \($0))" } ?? shown
   }
 
@@ -118,6 +120,10 @@ struct PeekCommand: AsyncParsableCommand {
   @Argument(help: "The mailbox's name.") var mailbox: String
   @Option(help: "Show at most this many messages.") var limit = 100
   @Flag(help: "Print JSON lines: id, sentAt, sender, payload, quarantineReason.") var json = false
+
+  func validate() throws {
+    if limit < 1 { throw ValidationError("--limit takes a positive number; got \(limit).") }
+  }
 
   func run() async throws {
     let entries = try await Self.reporting { try options.open().mailbox(mailbox).peek(limit: limit) }

@@ -171,6 +171,29 @@ struct MailboxTests {
     #expect(try second.receiveAvailable(String.self).map(\.payload) == ["b", "c"])
   }
 
+  @Test func aRowAnotherProgramWroteIsQuarantinedAndTheMailboxGoesOn() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let mailbox = try container.mailbox("inbox")
+    try mailbox.send("a")
+    try mailbox.store.write { db in
+      try db.execute(
+        sql: """
+          INSERT INTO mailbox_message (mailbox, position, id, given_id, sender, sent_at, kind, payload)
+          VALUES ('inbox', 2, 'foreign', 0, 'sqlite3', 'yesterday', 99, x'00');
+          UPDATE mailbox_totals SET next_position = 2, messages = messages + 1, bytes = bytes + 1 WHERE mailbox = 'inbox';
+          """)
+    }
+    try mailbox.send("b")
+    #expect(try mailbox.peek().last?.payload == .json(Data("\"b\"".utf8)))
+    #expect(try mailbox.peek()[1].quarantineReason?.contains("not written by Liaison") == true)
+    let receiver = try mailbox.receiver()
+    #expect(try receiver.receiveAvailable(String.self).map(\.payload) == ["a", "b"])
+    let quarantined = try mailbox.peek().filter { $0.quarantineReason != nil }
+    #expect(quarantined.map(\.id) == ["foreign"])
+    #expect(quarantined.first?.quarantineReason?.contains("sending time") == true)
+    #expect(try container.mailboxes().first?.quarantined == 1)
+  }
+
   @Test func limitsRefuseWithAClearErrorAndStoreNothing() throws {
     let container = try SharedContainer(directory: directory.path)
     let mailbox = try container.mailbox(

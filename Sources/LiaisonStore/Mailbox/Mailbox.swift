@@ -49,7 +49,8 @@ public final class Mailbox: Sendable {
   /// same id is still recognised: 7 days.
   public static let acknowledgedIDRetention: Duration = .seconds(7 * 24 * 3600)
 
-  /// The sizes a mailbox may reach, checked at each send.
+  /// The sizes a mailbox may reach, checked at each send against the limits of the sending
+  /// handle: they are the sender's, so give every sender of a mailbox the same ones.
   public struct Limits: Sendable, Hashable {
     /// The largest payload, in bytes of its stored form. Default 1 MiB.
     public var maximumMessageSize: Int
@@ -187,8 +188,8 @@ public final class Mailbox: Sendable {
       try MessageRow.fetch(db, mailbox: name, after: 0, limit: limit, includingQuarantined: true, path: store.path)
         .map { row in
           MailboxEntry(
-            id: row.id, sentAt: row.sentAt, sender: row.sender, payload: row.payload.raw,
-            quarantineReason: row.quarantineReason)
+            id: row.id, sentAt: row.sentAt, sender: row.sender, payload: row.payload?.raw ?? .data(Data()),
+            quarantineReason: row.quarantineReason ?? row.damage)
         }
     }
   }
@@ -402,14 +403,19 @@ struct MailboxTotals {
   }
 }
 
-/// A stored message, read without trusting the row.
+/// A stored message, read without trusting the row: a row that another program wrote (a column
+/// holding what Liaison never stores) comes back with `damage` saying what is wrong, so that the
+/// receiver quarantines it instead of the whole mailbox failing.
 struct MessageRow {
   let position: Int64
   let id: String
   let sender: String
   let sentAt: Date
-  let payload: StoredValue
+  /// `nil` when the row is damaged.
+  let payload: StoredValue?
   let quarantineReason: String?
+  /// What is wrong with a row that Liaison did not write.
+  let damage: String?
 
   static func fetch(
     _ db: Database, mailbox: LiaisonName, after position: Int64, limit: Int, includingQuarantined: Bool, path: String
@@ -421,16 +427,24 @@ struct MessageRow {
         """)
     return try Row.fetchAll(statement, arguments: [mailbox.rawValue, position, includingQuarantined, limit]).map {
       row in
-      guard let position = Int64.fromDatabaseValue(row[0] as DatabaseValue),
-        let id = String.fromDatabaseValue(row[1] as DatabaseValue),
-        let sender = String.fromDatabaseValue(row[2] as DatabaseValue),
-        let sentAt = Double.fromDatabaseValue(row[3] as DatabaseValue)
-      else { throw foreignRow(path) }
+      // Without a position the row cannot even be set aside.
+      guard let position = Int64.fromDatabaseValue(row[0] as DatabaseValue) else { throw foreignRow(path) }
+      var damage: [String] = []
+      func column<T: DatabaseValueConvertible>(_ index: Int, _ name: String, _ fallback: T) -> T {
+        if let value = T.fromDatabaseValue(row[index] as DatabaseValue) { return value }
+        damage.append("its \(name) is not what Liaison stores")
+        return fallback
+      }
+      let id = column(1, "id", "?")
+      let sender = column(2, "sender", "?")
+      let sentAt = column(3, "sending time", 0.0)
+      let payload = try? StoredValue(row: row, kindColumn: 4, valueColumn: 5, path: path)
+      if payload == nil { damage.append("its payload or kind is not what Liaison stores") }
       let reason = row[6] as DatabaseValue
       return MessageRow(
-        position: position, id: id, sender: sender, sentAt: Date(timeIntervalSince1970: sentAt),
-        payload: try StoredValue(row: row, kindColumn: 4, valueColumn: 5, path: path, damaged: foreignRow(path)),
-        quarantineReason: reason.isNull ? nil : (String.fromDatabaseValue(reason) ?? "unknown"))
+        position: position, id: id, sender: sender, sentAt: Date(timeIntervalSince1970: sentAt), payload: payload,
+        quarantineReason: reason.isNull ? nil : (String.fromDatabaseValue(reason) ?? "unknown"),
+        damage: damage.isEmpty ? nil : "not written by Liaison: " + damage.joined(separator: ", "))
     }
   }
 }

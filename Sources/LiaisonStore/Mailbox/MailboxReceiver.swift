@@ -42,6 +42,10 @@ public final class MailboxReceiver: Sendable {
   private let reading = Locked(Reading())
   /// Ends the receiver when the container is suspended.
   private let suspension: SuspensionHandlers
+  /// When acknowledged ids were last forgotten (``Mailbox/acknowledgedIDRetention``): at the
+  /// receiver's start, then at most hourly, so that a receiver running for weeks keeps the table
+  /// small.
+  private let lastPruned = Locked(Date().timeIntervalSince1970)
 
   private struct Reading {
     /// The position of the last message read from the store.
@@ -171,7 +175,11 @@ public final class MailboxReceiver: Sendable {
         var envelopes: [MailboxEnvelope<Payload>] = []
         var quarantine: [(position: Int64, reason: String)] = []
         for row in taken {
-          switch decode(row.payload) {
+          guard let payload = row.payload, row.damage == nil else {
+            quarantine.append((row.position, row.damage ?? "not written by Liaison"))
+            continue
+          }
+          switch decode(payload) {
           case .success(let payload):
             envelopes.append(
               MailboxEnvelope(
@@ -227,6 +235,11 @@ public final class MailboxReceiver: Sendable {
     }
     let ids = Dictionary(envelopes.map { ($0.position, $0.id) }, uniquingKeysWith: { first, _ in first })
     let now = Date().timeIntervalSince1970
+    let prune = lastPruned.withLock { last in
+      guard now - last >= 3600 else { return false }
+      last = now
+      return true
+    }
     // Removed by runs of consecutive positions: a batch as received is usually one run.
     var runs: [ClosedRange<Int64>] = []
     for position in envelopes.map(\.position).sorted() {
@@ -264,6 +277,7 @@ public final class MailboxReceiver: Sendable {
         }
       }
       try totals.save(db, mailbox: name)
+      if prune { try Mailbox.forgetOldAcknowledgedIDs(db, now: now) }
     }
     let acknowledged = Set(envelopes.map(\.position))
     reading.withLock { $0.readAhead.removeAll { acknowledged.contains($0.position) } }
@@ -320,7 +334,8 @@ public final class MailboxReceiver: Sendable {
 extension Mailbox {
   /// Becomes the mailbox's one receiver, at once or not at all.
   ///
-  /// Acknowledged ids older than ``acknowledgedIDRetention`` are forgotten here.
+  /// Acknowledged ids older than ``acknowledgedIDRetention`` are forgotten here (and at most
+  /// hourly by a running receiver's acknowledgements).
   ///
   /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another receiver, in any process, holds
   ///   the mailbox.
@@ -332,11 +347,14 @@ extension Mailbox {
         "The mailbox '\(name)' already has a receiver (in another process, or another MailboxReceiver in this one). "
           + "A mailbox has one receiver at a time: close the other receiver, or let its process end.")
     }
-    let oldest = Date().timeIntervalSince1970 - Double(Self.acknowledgedIDRetention.components.seconds)
-    try store.write { db in
-      try db.execute(sql: "DELETE FROM mailbox_acknowledged WHERE acknowledged_at < ?", arguments: [oldest])
-    }
+    try store.write { db in try Self.forgetOldAcknowledgedIDs(db, now: Date().timeIntervalSince1970) }
     return try MailboxReceiver(mailbox: self, held: held)
+  }
+
+  /// Forgets the ids acknowledged longer ago than ``acknowledgedIDRetention``, in every mailbox.
+  static func forgetOldAcknowledgedIDs(_ db: Database, now: Double) throws {
+    let oldest = now - Double(acknowledgedIDRetention.components.seconds)
+    try db.execute(sql: "DELETE FROM mailbox_acknowledged WHERE acknowledged_at < ?", arguments: [oldest])
   }
 }
 
