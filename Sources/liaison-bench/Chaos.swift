@@ -86,24 +86,28 @@ enum Chaos {
     var killTimes: [String: UInt64] = [:]  // log file → when its process was sent SIGKILL
     let deadline = now() + UInt64(options.seconds * 1e9)
     var kills = 0
+    var selfEnded: [String] = []  // workers that ended without being killed: each is a violation
     while now() < deadline {
       usleep(UInt32(random.next() % 300_000 + 50_000))  // the chaos's own rhythm, not a synchronisation
       let victim = Int(random.next() % UInt64(workers.count))
-      killTimes[workers[victim].log] = workers[victim].kill()
+      let (sentAt, endedByItself) = workers[victim].kill()
+      killTimes[workers[victim].log] = sentAt
+      if let endedByItself { selfEnded.append(endedByItself) }
       kills += 1
       workers[victim] = try Worker(
         index: victim, incarnation: workers[victim].incarnation + 1, container: containerPath, logs: work,
         seed: random.next())
     }
     // The senders stop between operations; then the receiver drains the mailbox and stops.
-    for worker in workers.dropFirst() { worker.stop() }
+    for worker in workers.dropFirst() { selfEnded += [worker.stop()].compactMap { $0 } }
     let container = try SharedContainer(directory: containerPath)
     let inbox = try container.mailbox("chaos-inbox")
     let drainDeadline = now() + 60_000_000_000
     while try inbox.count() > 0, now() < drainDeadline { usleep(10_000) }
-    workers[0].stop()
+    selfEnded += [workers[0].stop()].compactMap { $0 }
 
     var report = Report()
+    for ending in selfEnded { report.violation(ending) }
     try report.checkHolds(logs: work, killTimes: killTimes)
     try report.checkCounters(container)
     try report.checkMailbox(container, logs: work, senders: options.processes - 1)
@@ -131,23 +135,36 @@ enum Chaos {
       process.standardInput = input
       process.standardOutput = output
       try process.run()
-      guard readBytes(output.fileHandleForReading.fileDescriptor, 1) == [UInt8(ascii: "r")] else {
-        throw BenchError("chaos worker \(index) did not start")
+      // Started when it says so; a worker that fails at start is a failure of the run, not a hang.
+      var ready = pollfd(fd: output.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+      guard poll(&ready, 1, 60_000) == 1, readBytes(ready.fd, 1) == [UInt8(ascii: "r")] else {
+        sendKill(process.processIdentifier)
+        throw BenchError("chaos worker \(index) did not start within 60 s (see its errors above)")
       }
     }
 
-    /// Sends SIGKILL, waits for the death, and returns when the signal was sent.
-    func kill() -> UInt64 {
+    /// Sends SIGKILL, waits for the death, and returns when the signal was sent — or, when the
+    /// worker had already ended by itself (an error, a crash), how it ended.
+    func kill() -> (sentAt: UInt64, endedByItself: String?) {
+      if !process.isRunning { return (now(), ending) }
       let sentAt = now()
       sendKill(process.processIdentifier)
       process.waitUntilExit()
-      return sentAt
+      return (sentAt, nil)
     }
 
-    /// Asks the worker to stop after its current operation, and waits for it.
-    func stop() {
+    /// Asks the worker to stop after its current operation and waits for it; how it ended if not
+    /// cleanly.
+    func stop() -> String? {
       try? input.fileHandleForWriting.close()
       process.waitUntilExit()
+      return process.terminationReason == .exit && process.terminationStatus == 0 ? nil : ending
+    }
+
+    private var ending: String {
+      process.terminationReason == .exit
+        ? "worker \(index) (\(log)) exited by itself with status \(process.terminationStatus)"
+        : "worker \(index) (\(log)) died by itself of signal \(process.terminationStatus)"
     }
   }
 
