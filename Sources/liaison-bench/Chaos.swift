@@ -201,7 +201,7 @@ enum Chaos {
     if index == 0 { try receive(container, note: note) }
     let stopping = Locked(false)
     Thread.detachNewThread {
-      _ = readBytes(FileHandle.standardInput.fileDescriptor, 1)  // returns when the input closes
+      waitForEndOfInput()
       stopping.withLock { $0 = true }
     }
 
@@ -296,7 +296,7 @@ enum Chaos {
       }
     }
     writeBytes(FileHandle.standardOutput.fileDescriptor, [UInt8(ascii: "r")])
-    _ = readBytes(FileHandle.standardInput.fileDescriptor, 1)  // returns when the input closes
+    waitForEndOfInput()
     receiving.cancel()
     done.wait()
     exit(0)
@@ -448,6 +448,16 @@ enum Chaos {
       Swift.print("chaos: \(violations.count) violations")
       for violation in violations { Swift.print("  VIOLATION: \(violation)") }
     }
+  }
+}
+
+/// Returns when standard input closes: the orchestrator's request to stop. (`readBytes` would
+/// end the process there and then, in the middle of an operation.)
+private func waitForEndOfInput() {
+  var byte: UInt8 = 0
+  while true {
+    let n = read(FileHandle.standardInput.fileDescriptor, &byte, 1)
+    if n == 0 || (n < 0 && errno != EINTR) { return }
   }
 }
 
