@@ -101,6 +101,8 @@ enum PeerRole {
     case "lock-contender":
       try ScaleScenarios.contend(
         container: arguments[0], name: arguments[1], cycles: Int(arguments[2])!, input: input, output: output)
+    case "lock-waiter":
+      try ScaleScenarios.waitForLock(container: arguments[0], name: arguments[1], input: input, output: output)
     case "chaos-worker":
       try Chaos.work(container: arguments[0], log: arguments[1], index: Int(arguments[2])!, seed: UInt64(arguments[3])!)
     case "claimer":
