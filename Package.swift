@@ -34,10 +34,18 @@ let package = Package(
       dependencies: ["Liaison", "CLiaison", .product(name: "GRDB", package: "GRDB.swift")],
       swiftSettings: strictSettings
     ),
+    // What the `liaison` command parses from its arguments, kept out of the executable so that
+    // the tests and the fuzzer reach it.
+    .target(
+      name: "LiaisonCommandLine",
+      dependencies: ["Liaison"],
+      swiftSettings: strictSettings
+    ),
     .executableTarget(
       name: "liaison",
       dependencies: [
         "Liaison",
+        "LiaisonCommandLine",
         "LiaisonStore",
         .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
