@@ -66,6 +66,17 @@ let package = Package(
       dependencies: ["Liaison", "LiaisonStore", .product(name: "GRDB", package: "GRDB.swift")],
       swiftSettings: strictSettings
     ),
+    // The fuzzer's targets: the name rule, every record read from disk, what the CLI parses. Built
+    // with `-sanitize=fuzzer` by .ci/fuzz, libFuzzer drives them; an ordinary build replays
+    // input files through them (see the README, "What CI verifies").
+    .executableTarget(
+      name: "LiaisonFuzz",
+      dependencies: [
+        "Liaison", "LiaisonStore", "LiaisonCommandLine", .product(name: "GRDB", package: "GRDB.swift"),
+      ],
+      exclude: ["Corpus"],
+      swiftSettings: strictSettings
+    ),
     // Spawning and driving child processes, shared by the test targets.
     .target(
       name: "LiaisonTestSupport",
