@@ -34,10 +34,18 @@ let package = Package(
       dependencies: ["Liaison", "CLiaison", .product(name: "GRDB", package: "GRDB.swift")],
       swiftSettings: strictSettings
     ),
+    // What the `liaison` command parses from its arguments, kept out of the executable so that
+    // the tests and the fuzzer reach it.
+    .target(
+      name: "LiaisonCommandLine",
+      dependencies: ["Liaison"],
+      swiftSettings: strictSettings
+    ),
     .executableTarget(
       name: "liaison",
       dependencies: [
         "Liaison",
+        "LiaisonCommandLine",
         "LiaisonStore",
         .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -56,6 +64,17 @@ let package = Package(
     .executableTarget(
       name: "LiaisonTestPeer",
       dependencies: ["Liaison", "LiaisonStore", .product(name: "GRDB", package: "GRDB.swift")],
+      swiftSettings: strictSettings
+    ),
+    // The fuzzer's targets: the name rule, every record read from disk, what the CLI parses. Built
+    // with `-sanitize=fuzzer` by .ci/fuzz, libFuzzer drives them; an ordinary build replays
+    // input files through them (see the README, "What CI verifies").
+    .executableTarget(
+      name: "LiaisonFuzz",
+      dependencies: [
+        "Liaison", "LiaisonStore", "LiaisonCommandLine", .product(name: "GRDB", package: "GRDB.swift"),
+      ],
+      exclude: ["Corpus"],
       swiftSettings: strictSettings
     ),
     // Spawning and driving child processes, shared by the test targets.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Liaison
+import LiaisonCommandLine
 import LiaisonStore
 
 struct DefaultsCommand: AsyncParsableCommand {
@@ -87,11 +88,7 @@ struct DefaultsCommand: AsyncParsableCommand {
 
     func run() async throws {
       try await Self.reporting {
-        var json = Data(value.utf8)
-        if (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) == nil {
-          json = try JSONEncoder().encode(value)
-        }
-        try options.open().defaults(domain).setJSON(json, for: try LiaisonName(key))
+        try options.open().defaults(domain).setJSON(CommandLineValue.json(value), for: try LiaisonName(key))
       }
     }
   }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Liaison
+import LiaisonCommandLine
 
 struct LockCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
@@ -23,24 +24,22 @@ struct LockCommand: AsyncParsableCommand {
   var shared = false
 
   @Option(
-    help: ArgumentHelp("Give up after this many seconds (default: wait as long as it takes).", valueName: "seconds"))
-  var timeout: Double?
+    help: ArgumentHelp("Give up after this many seconds (default: wait as long as it takes).", valueName: "seconds"),
+    transform: CommandLineValue.timeout)
+  var timeout: Duration?
 
   @Argument(parsing: .postTerminator, help: ArgumentHelp("The command to run, after --.", valueName: "command"))
   var command: [String] = []
 
   func validate() throws {
     if command.isEmpty { throw ValidationError("Give the command to run after --, e.g. `liaison lock NAME -- make`.") }
-    if let timeout, !(timeout >= 0 && timeout <= 1e9) {
-      throw ValidationError("--timeout takes a number of seconds from 0 to 1e9; got \(timeout).")
-    }
   }
 
   func run() async throws {
     let status = try await Self.reporting {
       let lock = try options.open().lock(name)
       let mode: LockMode = shared ? .shared : .exclusive
-      let held = try await lock.lock(mode, timeout: timeout.map { .milliseconds(Int64($0 * 1000)) })
+      let held = try await lock.lock(mode, timeout: timeout)
       defer { held.unlock() }
       return try runCommand(command)
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Liaison
+import LiaisonCommandLine
 import LiaisonStore
 
 /// A mailbox message as `receive` and `peek` print it.
@@ -58,7 +59,7 @@ struct SendCommand: AsyncParsableCommand {
 
   func run() async throws {
     let stored = try await Self.reporting {
-      try options.open().mailbox(mailbox, sender: sender).sendJSON(jsonOrString(message), id: id)
+      try options.open().mailbox(mailbox, sender: sender).sendJSON(CommandLineValue.json(message), id: id)
     }
     print(stored)
   }
@@ -134,12 +135,4 @@ struct PeekCommand: AsyncParsableCommand {
       print(json ? try report.jsonLine() : "\(entry.id)\t\(entry.sender)\t\(report.text)")
     }
   }
-}
-
-/// The JSON of a command-line value: the text itself when it is JSON, else the text as a JSON
-/// string.
-func jsonOrString(_ text: String) throws -> Data {
-  let bytes = Data(text.utf8)
-  if (try? JSONSerialization.jsonObject(with: bytes, options: [.fragmentsAllowed])) != nil { return bytes }
-  return try JSONEncoder().encode(text)
 }

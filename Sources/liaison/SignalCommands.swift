@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Liaison
+import LiaisonCommandLine
 
 /// A notification as the CLI prints it.
 struct NotificationReport: Encodable {
@@ -24,7 +25,7 @@ struct PostCommand: AsyncParsableCommand {
 
   @OptionGroup var options: ContainerOptions
   @Argument(help: "The signal's name.") var name: String
-  @Option(help: "The state to set (0 to 2^64-1).") var state: UInt64?
+  @Option(help: "The state to set (0 to 2^64-1).", transform: CommandLineValue.state) var state: UInt64?
 
   func run() async throws {
     try await Self.reporting {
@@ -44,15 +45,10 @@ struct WaitCommand: AsyncParsableCommand {
   @OptionGroup var options: ContainerOptions
   @Argument(help: "The signal's name.") var name: String
   @Option(
-    help: ArgumentHelp("Give up after this many seconds (default: wait as long as it takes).", valueName: "seconds"))
-  var timeout: Double?
+    help: ArgumentHelp("Give up after this many seconds (default: wait as long as it takes).", valueName: "seconds"),
+    transform: CommandLineValue.timeout)
+  var timeout: Duration?
   @Flag(help: "Print JSON.") var json = false
-
-  func validate() throws {
-    if let timeout, !(timeout >= 0 && timeout <= 1e9) {
-      throw ValidationError("--timeout takes a number of seconds from 0 to 1e9; got \(timeout).")
-    }
-  }
 
   func run() async throws {
     let notifications = try await Self.reporting { try options.open().signal(name).notifications() }
@@ -63,7 +59,7 @@ struct WaitCommand: AsyncParsableCommand {
       }
       if let timeout {
         group.addTask {
-          try? await Task.sleep(for: .milliseconds(Int64(timeout * 1000)))
+          try? await Task.sleep(for: timeout)
           return nil
         }
       }
@@ -72,7 +68,7 @@ struct WaitCommand: AsyncParsableCommand {
       return first
     }
     guard let received else {
-      printError("liaison: no notification of '\(name)' within \(timeout ?? 0) seconds.")
+      printError("liaison: no notification of '\(name)' within \(timeout ?? .zero).")
       throw ExitCode(ExitStatus.busy)
     }
     if json { try printJSON(NotificationReport(received)) } else { print(received.state) }
@@ -122,7 +118,7 @@ struct StateCommand: AsyncParsableCommand {
 
   @OptionGroup var options: ContainerOptions
   @Argument(help: "The signal's name.") var name: String
-  @Option(help: "The state to set (0 to 2^64-1).") var set: UInt64?
+  @Option(help: "The state to set (0 to 2^64-1).", transform: CommandLineValue.state) var set: UInt64?
 
   func run() async throws {
     try await Self.reporting {

@@ -106,8 +106,10 @@ public final class ChildProcess: @unchecked Sendable {
 public final class Peer: @unchecked Sendable {
   public let child: ChildProcess
 
-  public init(container: String) throws {
-    child = try ChildProcess(productsDirectory().appendingPathComponent("LiaisonTestPeer").path, [container])
+  /// Starts a peer on `container`, with `environment` added to this process's.
+  public init(container: String, environment: [String: String]? = nil) throws {
+    child = try ChildProcess(
+      productsDirectory().appendingPathComponent("LiaisonTestPeer").path, [container], environment: environment)
     let greeting = try child.readLine()
     guard greeting.hasPrefix("ready ") else { throw PeerError("peer said '\(greeting)' instead of ready") }
   }

@@ -27,6 +27,16 @@ struct PresenceTests {
     #expect(try container.presences().map(\.name.rawValue) == ["recording"])
   }
 
+  @Test func infoThatStartsWithACombiningMarkReadsBackAsWritten() throws {
+    // Found by the fuzzer: the reader split the line `info TEXT` at its first space *character*,
+    // and a space followed by a combining mark is one character, so the record never read.
+    let container = try SharedContainer(directory: directory.path)
+    let info = "\u{301}accent first"
+    let claim = try container.presence("accented").claim(info: info)
+    defer { claim.release() }
+    #expect(try container.presence("accented").holder?.info == info)
+  }
+
   @Test func aSecondClaimIsRefusedWithTheHolderNamed() throws {
     let container = try SharedContainer(directory: directory.path)
     let app = try Peer(container: directory.path)

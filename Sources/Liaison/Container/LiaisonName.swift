@@ -31,7 +31,7 @@ public struct LiaisonName: Hashable, Sendable, CustomStringConvertible {
   }
 
   /// Wraps a file name found on disk, or `nil` when it does not follow the rule (a stray file).
-  init?(fileName: String) {
+  package init?(fileName: String) {
     guard Self.problem(with: fileName) == nil else { return nil }
     rawValue = fileName
   }

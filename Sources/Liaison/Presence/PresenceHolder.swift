@@ -23,11 +23,11 @@ public struct PresenceHolder: Sendable, Hashable, CustomStringConvertible {
   /// The text the holder gave when claiming, if any.
   public let info: String?
   /// For a lease, when it lapses unless renewed, on the shared boot clock (nanoseconds).
-  let leaseExpiry: UInt64?
+  package let leaseExpiry: UInt64?
   /// For a lease, the lease's identity, so that only its holder renews or releases it.
-  let leaseToken: UInt64?
+  package let leaseToken: UInt64?
 
-  init(
+  package init(
     kind: Kind, processID: Int32, since: Date, info: String?, leaseExpiry: UInt64? = nil, leaseToken: UInt64? = nil
   ) {
     self.kind = kind
@@ -71,20 +71,21 @@ public struct PresenceHolder: Sendable, Hashable, CustomStringConvertible {
 /// ```
 ///
 /// An empty file means nobody holds the presence. A file without the final `end` line is being
-/// written (or was cut short) and is read again.
-enum PresenceRecord {
+/// written (or was cut short) and is read again. `encode` and `decode` are `package` so that the
+/// fuzzer (`LiaisonFuzz`) reaches them.
+package enum PresenceRecord {
   static let header = "liaison-presence 1"
   /// Longest file the decoder reads; longer ones are corrupt.
-  static let maximumSize = 4096
+  package static let maximumSize = 4096
 
-  enum Decoded: Equatable {
+  package enum Decoded: Equatable {
     case empty
     case holder(PresenceHolder)
     /// Not (yet) a whole record: being written, cut short, or garbage.
     case unreadable
   }
 
-  static func encode(_ holder: PresenceHolder) -> [UInt8] {
+  package static func encode(_ holder: PresenceHolder) -> [UInt8] {
     var lines = [
       header,
       "kind \(holder.kind.rawValue)",
@@ -98,18 +99,19 @@ enum PresenceRecord {
     return Array((lines.joined(separator: "\n") + "\n").utf8)
   }
 
-  static func decode(_ bytes: [UInt8]) -> Decoded {
+  package static func decode(_ bytes: [UInt8]) -> Decoded {
     if bytes.isEmpty { return .empty }
     guard bytes.count <= maximumSize, bytes.last == UInt8(ascii: "\n") else { return .unreadable }
     let lines = bytes.dropLast().split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-      .map { String(decoding: $0, as: UTF8.self) }
-    guard lines.count >= 5, lines.first == header, lines.last == "end" else { return .unreadable }
+    guard lines.count >= 5, lines[0].elementsEqual(header.utf8), lines[lines.count - 1].elementsEqual("end".utf8)
+    else { return .unreadable }
     var fields: [String: String] = [:]
     for line in lines.dropFirst().dropLast() {
-      guard let space = line.firstIndex(of: " ") else { return .unreadable }
-      let key = String(line[..<space])
+      // Split on the byte: in Characters, a space followed by a combining mark is one character.
+      guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return .unreadable }
+      let key = String(decoding: line[..<space], as: UTF8.self)
       guard fields[key] == nil else { return .unreadable }
-      fields[key] = String(line[line.index(after: space)...])
+      fields[key] = String(decoding: line[(space + 1)...], as: UTF8.self)
     }
     guard let kind = fields["kind"].flatMap(PresenceHolder.Kind.init(rawValue:)),
       let pid = fields["pid"].flatMap(Int32.init), pid > 0,

@@ -116,14 +116,22 @@ extension SharedContainer {
 /// process holding a lock on the file cannot stall them; the hash tells a read that overlapped a
 /// write, which is read again. Plain `pread`/`pwrite`, not `mmap`: a file truncated by another
 /// process then reads as an error instead of raising `SIGBUS` in every observer.
-final class SignalFile: Sendable {
-  static let size = 32
+///
+/// `encode` and `decode` are `package` so that the fuzzer (`LiaisonFuzz`) reaches them.
+package final class SignalFile: Sendable {
+  package static let size = 32
   static let magic: [UInt8] = Array("LSG1".utf8)
 
-  struct Record: Equatable {
-    var sequence: UInt64 = 0
-    var state: UInt64 = 0
-    var poster: Int32 = 0
+  package struct Record: Equatable {
+    package var sequence: UInt64 = 0
+    package var state: UInt64 = 0
+    package var poster: Int32 = 0
+
+    package init(sequence: UInt64 = 0, state: UInt64 = 0, poster: Int32 = 0) {
+      self.sequence = sequence
+      self.state = state
+      self.poster = poster
+    }
   }
 
   let name: LiaisonName
@@ -174,7 +182,7 @@ final class SignalFile: Sendable {
     if notify { EventLoop.ring(doorbell) }
   }
 
-  static func encode(_ record: Record) -> [UInt8] {
+  package static func encode(_ record: Record) -> [UInt8] {
     var bytes = magic
     withUnsafeBytes(of: record.poster.littleEndian) { bytes += $0 }
     withUnsafeBytes(of: record.sequence.littleEndian) { bytes += $0 }
@@ -195,7 +203,7 @@ final class SignalFile: Sendable {
 
   /// Decodes a signal file's bytes; `nil` when they are not a whole signal record (a read that
   /// overlapped a write, or a corrupt file).
-  static func decode(_ bytes: [UInt8]) -> Record? {
+  package static func decode(_ bytes: [UInt8]) -> Record? {
     if bytes.isEmpty { return Record() }
     guard bytes.count == size, Array(bytes[0..<4]) == magic else { return nil }
     let stored = bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: 24, as: UInt64.self)) }

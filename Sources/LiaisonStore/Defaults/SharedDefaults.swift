@@ -138,8 +138,8 @@ public final class SharedDefaults: Sendable {
       let rows = try Row.fetchAll(
         db, sql: "SELECT key, kind, value FROM defaults_entry WHERE domain = ?", arguments: [domain.rawValue])
       for row in rows {
-        guard let key = String.fromDatabaseValue(row[0] as DatabaseValue) else { throw StoredValue.foreignRow(path) }
-        snapshot[key] = try StoredValue(row: row, kindColumn: 1, valueColumn: 2, path: path).raw
+        let entry = try StoredValue.snapshotEntry(row, path: path)
+        snapshot[entry.key] = entry.value
       }
       return snapshot
     }
@@ -289,7 +289,9 @@ public enum DefaultsRawValue: Sendable, Hashable {
 }
 
 /// A value as stored: JSON, or raw bytes for `Data`.
-struct StoredValue: Sendable {
+///
+/// Reading rows and decoding values are `package` so that the fuzzer (`LiaisonFuzz`) reaches them.
+package struct StoredValue: Sendable {
   enum Kind: Int {
     case json = 0
     case data = 1
@@ -297,7 +299,7 @@ struct StoredValue: Sendable {
   let kind: Kind
   let bytes: Data
 
-  init<Value: Encodable>(_ value: Value, key: DefaultsKey<some Codable & Sendable>, domain: LiaisonName)
+  package init<Value: Encodable>(_ value: Value, key: DefaultsKey<some Codable & Sendable>, domain: LiaisonName)
     throws(LiaisonError)
   {
     if let data = value as? Data {
@@ -330,13 +332,21 @@ struct StoredValue: Sendable {
   }
 
   /// Reads a row without trusting it: a row that another program wrote (a kind Liaison does not
-  /// know, a value that is not bytes) is a corrupt-store error (`damaged`, by default one about a
-  /// defaults value), never a crash.
-  init(row: Row, kindColumn: Int, valueColumn: Int, path: String, damaged: LiaisonError? = nil) throws(LiaisonError) {
+  /// know, a value that is not bytes) is a corrupt-store error, never a crash.
+  package init(row: Row, kindColumn: Int, valueColumn: Int, path: String) throws(LiaisonError) {
     guard let rawKind = Int.fromDatabaseValue(row[kindColumn] as DatabaseValue), let kind = Kind(rawValue: rawKind),
       let bytes = Data.fromDatabaseValue(row[valueColumn] as DatabaseValue)
-    else { throw damaged ?? Self.foreignRow(path) }
+    else { throw Self.foreignRow(path) }
     self.init(kind: kind, bytes: bytes)
+  }
+
+  /// Reads a row of `SELECT key, kind, value` as ``SharedDefaults/snapshot()`` lists it, without
+  /// trusting it.
+  package static func snapshotEntry(_ row: Row, path: String) throws(LiaisonError) -> (
+    key: String, value: DefaultsRawValue
+  ) {
+    guard let key = String.fromDatabaseValue(row[0] as DatabaseValue) else { throw foreignRow(path) }
+    return (key, try StoredValue(row: row, kindColumn: 1, valueColumn: 2, path: path).raw)
   }
 
   static func foreignRow(_ path: String) -> LiaisonError {
@@ -347,7 +357,7 @@ struct StoredValue: Sendable {
       path: path)
   }
 
-  var raw: DefaultsRawValue { kind == .data ? .data(bytes) : .json(bytes) }
+  package var raw: DefaultsRawValue { kind == .data ? .data(bytes) : .json(bytes) }
 
   func save(_ db: Database, domain: LiaisonName, key: LiaisonName) throws {
     let statement = try db.cachedStatement(
@@ -358,7 +368,7 @@ struct StoredValue: Sendable {
     try statement.execute(arguments: [domain.rawValue, key.rawValue, kind.rawValue, bytes])
   }
 
-  func decode<Value>(_ key: DefaultsKey<Value>, domain: LiaisonName) throws(LiaisonError) -> Value {
+  package func decode<Value>(_ key: DefaultsKey<Value>, domain: LiaisonName) throws(LiaisonError) -> Value {
     if kind == .data, let data = bytes as? Value { return data }
     do {
       guard kind == .json else {

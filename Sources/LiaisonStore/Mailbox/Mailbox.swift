@@ -406,16 +406,16 @@ struct MailboxTotals {
 /// A stored message, read without trusting the row: a row that another program wrote (a column
 /// holding what Liaison never stores) comes back with `damage` saying what is wrong, so that the
 /// receiver quarantines it instead of the whole mailbox failing.
-struct MessageRow {
-  let position: Int64
-  let id: String
-  let sender: String
-  let sentAt: Date
+package struct MessageRow {
+  package let position: Int64
+  package let id: String
+  package let sender: String
+  package let sentAt: Date
   /// `nil` when the row is damaged.
-  let payload: StoredValue?
-  let quarantineReason: String?
+  package let payload: StoredValue?
+  package let quarantineReason: String?
   /// What is wrong with a row that Liaison did not write.
-  let damage: String?
+  package let damage: String?
 
   static func fetch(
     _ db: Database, mailbox: LiaisonName, after position: Int64, limit: Int, includingQuarantined: Bool, path: String
@@ -426,26 +426,32 @@ struct MessageRow {
         WHERE mailbox = ? AND position > ? AND (? OR quarantine_reason IS NULL) ORDER BY position LIMIT ?
         """)
     return try Row.fetchAll(statement, arguments: [mailbox.rawValue, position, includingQuarantined, limit]).map {
-      row in
-      // Without a position the row cannot even be set aside.
-      guard let position = Int64.fromDatabaseValue(row[0] as DatabaseValue) else { throw foreignRow(path) }
-      var damage: [String] = []
-      func column<T: DatabaseValueConvertible>(_ index: Int, _ name: String, _ fallback: T) -> T {
-        if let value = T.fromDatabaseValue(row[index] as DatabaseValue) { return value }
-        damage.append("its \(name) is not what Liaison stores")
-        return fallback
-      }
-      let id = column(1, "id", "?")
-      let sender = column(2, "sender", "?")
-      let sentAt = column(3, "sending time", 0.0)
-      let payload = try? StoredValue(row: row, kindColumn: 4, valueColumn: 5, path: path)
-      if payload == nil { damage.append("its payload or kind is not what Liaison stores") }
-      let reason = row[6] as DatabaseValue
-      return MessageRow(
-        position: position, id: id, sender: sender, sentAt: Date(timeIntervalSince1970: sentAt), payload: payload,
-        quarantineReason: reason.isNull ? nil : (String.fromDatabaseValue(reason) ?? "unknown"),
-        damage: damage.isEmpty ? nil : "not written by Liaison: " + damage.joined(separator: ", "))
+      try MessageRow(row: $0, path: path)
     }
+  }
+
+  /// Reads a row of the columns position, id, sender, sent_at, kind, payload, quarantine_reason.
+  ///
+  /// - Throws: ``LiaisonError/Code/corruptFile`` only when the position cannot be read (such a
+  ///   row cannot even be set aside).
+  package init(row: Row, path: String) throws(LiaisonError) {
+    guard let position = Int64.fromDatabaseValue(row[0] as DatabaseValue) else { throw foreignRow(path) }
+    var damage: [String] = []
+    func column<T: DatabaseValueConvertible>(_ index: Int, _ name: String, _ fallback: T) -> T {
+      if let value = T.fromDatabaseValue(row[index] as DatabaseValue) { return value }
+      damage.append("its \(name) is not what Liaison stores")
+      return fallback
+    }
+    self.position = position
+    id = column(1, "id", "?")
+    sender = column(2, "sender", "?")
+    let sentAt = column(3, "sending time", 0.0)
+    self.sentAt = Date(timeIntervalSince1970: sentAt.isFinite ? sentAt : 0)
+    payload = try? StoredValue(row: row, kindColumn: 4, valueColumn: 5, path: path)
+    if payload == nil { damage.append("its payload or kind is not what Liaison stores") }
+    let reason = row[6] as DatabaseValue
+    quarantineReason = reason.isNull ? nil : (String.fromDatabaseValue(reason) ?? "unknown")
+    self.damage = damage.isEmpty ? nil : "not written by Liaison: " + damage.joined(separator: ", ")
   }
 }
 

@@ -399,7 +399,7 @@ public struct MailboxMessages<Payload: Decodable & Sendable>: AsyncSequence, Sen
 extension StoredValue {
   /// The payload as `Payload`, or why it cannot be: raw bytes are a `Data`; JSON is decoded (and
   /// is also readable, as its text bytes, as a `Data`).
-  func decodeMessage<Payload: Decodable>(as type: Payload.Type, using decoder: JSONDecoder)
+  package func decodeMessage<Payload: Decodable>(as type: Payload.Type, using decoder: JSONDecoder)
     -> Result<Payload, UndecodableMessage>
   {
     if let data = bytes as? Payload { return .success(data) }
@@ -419,8 +419,8 @@ extension StoredValue {
 }
 
 /// Why a payload cannot be read as the receiver's type: what quarantine records.
-struct UndecodableMessage: Error {
-  let reason: String
+package struct UndecodableMessage: Error {
+  package let reason: String
 }
 
 extension DecodingError.Context {
