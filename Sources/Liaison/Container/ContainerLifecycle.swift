@@ -31,7 +31,9 @@ final class ContainerLifecycle: Sendable {
     var members: [ObjectIdentifier: Member] = [:]
   }
 
-  private static let registry = Locked<[Identity: ContainerLifecycle]>([:])
+  /// Each lifecycle with the folder it was made for: a folder deleted and made again can reuse
+  /// the inode, hence the key, and must not inherit the old one's state (a suspension).
+  private static let registry = Locked<[Identity: (folder: PrivateFolder, lifecycle: ContainerLifecycle)]>([:])
   private let state = Locked(State())
   /// Held for the whole of a `suspend()` or `resume()`, so that the two never interleave
   /// (participants take `state` to leave, so it cannot be that lock).
@@ -46,9 +48,9 @@ final class ContainerLifecycle: Sendable {
     }
     let identity = Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
     return registry.withLock { lifecycles in
-      if let existing = lifecycles[identity] { return existing }
+      if let existing = lifecycles[identity], !existing.folder.isDeleted { return existing.lifecycle }
       let created = ContainerLifecycle()
-      lifecycles[identity] = created
+      lifecycles[identity] = (folder, created)
       return created
     }
   }
