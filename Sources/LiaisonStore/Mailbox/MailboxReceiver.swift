@@ -242,7 +242,7 @@ public final class MailboxReceiver: Sendable {
     }
     // Removed by runs of consecutive positions: a batch as received is usually one run.
     var runs: [ClosedRange<Int64>] = []
-    for position in envelopes.map(\.position).sorted() {
+    for position in envelopes.map({ $0.position }).sorted() {
       if let last = runs.last, position <= last.upperBound + 1 {
         runs[runs.count - 1] = last.lowerBound...max(last.upperBound, position)
       } else {
@@ -279,7 +279,8 @@ public final class MailboxReceiver: Sendable {
       try totals.save(db, mailbox: name)
       if prune { try Mailbox.forgetOldAcknowledgedIDs(db, now: now) }
     }
-    let acknowledged = Set(envelopes.map(\.position))
+    // Closures, not key paths: a key path into a generic type is built at run time, at each call.
+    let acknowledged = Set(envelopes.map { $0.position })
     reading.withLock { $0.readAhead.removeAll { acknowledged.contains($0.position) } }
   }
 
