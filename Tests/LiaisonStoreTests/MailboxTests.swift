@@ -194,6 +194,28 @@ struct MailboxTests {
     #expect(try container.mailboxes().first?.quarantined == 1)
   }
 
+  /// A sender killed between its commit and its ring: the message is stored, and a waiting
+  /// receiver in another process gets it as soon as any process opens the mailbox again.
+  @Test func aMessageWhoseRingWasLostIsDeliveredWhenTheMailboxIsOpenedAgain() throws {
+    let log = directory.path + "/received"
+    let receiver = try Peer(container: directory.path)
+    try receiver.send("mreceive inbox \(log) 8")
+    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
+    // What a send does, without the ring that follows it.
+    try mailbox.store.write { db in
+      try db.execute(
+        sql: """
+          INSERT INTO mailbox_message (mailbox, position, id, given_id, sender, sent_at, kind, payload)
+          VALUES ('inbox', 1, 'lost-ring', 1, 'crashed', 0, 0, CAST(? AS BLOB));
+          INSERT INTO mailbox_totals (mailbox, next_position, messages, bytes, quarantined)
+          VALUES ('inbox', 1, 1, 21, 0);
+          """, arguments: [#"{"sender":"s","n":7}"#])
+    }
+    let restarted = try Peer(container: directory.path)  // the sender, started again
+    _ = try restarted.send("mcount inbox")  // opens the mailbox, which rings
+    try waitUntil("the receiver logged the message") { (try? logged(log))?.contains("s 7") == true }
+  }
+
   @Test func limitsRefuseWithAClearErrorAndStoreNothing() throws {
     let container = try SharedContainer(directory: directory.path)
     let mailbox = try container.mailbox(

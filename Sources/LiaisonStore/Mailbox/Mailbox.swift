@@ -84,6 +84,9 @@ public final class Mailbox: Sendable {
     // Read once now: a damaged signal file is an error that names it here, not receivers that
     // are silently never woken.
     _ = try signal.state
+    // A sender killed between its commit and its ring left a message that wakes nobody; when it
+    // (or any process) opens the mailbox again, this ring makes a waiting receiver look.
+    ring()
   }
 
   // MARK: Sending
