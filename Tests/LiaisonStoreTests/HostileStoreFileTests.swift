@@ -254,6 +254,29 @@ struct HostileStoreFileTests {
     }
   }
 
+  /// Listing the defaults domains and the mailboxes (what `liaison status` does) checks the store
+  /// files without opening them: a read transaction open in this process keeps its SQLite lock on
+  /// the store file (a descriptor closed on that file would drop it).
+  @Test func listingDomainsAndMailboxesKeepsAnOpenReadTransactionsLock() throws {
+    let container = try SharedContainer(directory: directory.path)
+    try container.defaults("settings").set(1, for: DefaultsKey<Int>("volume"))
+    try container.mailbox("inbox").send("hello")
+    for file in ["store/defaults.sqlite", "store/mailboxes.sqlite"] {
+      let path = directory.path + "/.liaison/" + file
+      let reader = try DatabaseQueue(path: path)
+      try reader.inDatabase { db in
+        try db.execute(sql: "BEGIN DEFERRED")
+        _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")  // the read takes its lock
+        let held = try posixLocks(on: path)
+        #expect(!held.isEmpty, "this process's locks: \((try? ownLocks()) ?? [])")
+        #expect(try container.defaultsDomains().map(\.domain.rawValue) == ["settings"])
+        #expect(try container.mailboxes().map(\.name.rawValue) == ["inbox"])
+        #expect(try posixLocks(on: path) == held, "\(file)")
+        try db.execute(sql: "COMMIT")
+      }
+    }
+  }
+
   /// The store's and databases' signals are Liaison's doorbells; a damaged one is refused when the
   /// store or database is opened (as any signal is), naming the file to remove.
   @Test(arguments: [StoreFile.storeSignal, .databaseSignal])

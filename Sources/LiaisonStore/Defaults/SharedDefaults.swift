@@ -434,10 +434,9 @@ extension SharedContainer {
   /// Every defaults domain that has values, with how many keys each has, by name. Opens no store
   /// that does not exist yet.
   public func defaultsDomains() throws(LiaisonError) -> [(domain: LiaisonName, keyCount: Int)] {
-    let folder = try privateFolder("store")
-    guard let fd = try folder.openFile("defaults.sqlite", create: false) else { return [] }
-    close(fd)
-    let store = try StoreDatabase.shared(self, name: "defaults", migrator: SharedDefaults.migrator)
+    guard let store = try StoreDatabase.existing(self, name: "defaults", migrator: SharedDefaults.migrator) else {
+      return []
+    }
     return try store.read { db in
       try Row.fetchAll(db, sql: "SELECT domain, count(*) AS n FROM defaults_entry GROUP BY domain ORDER BY domain")
         .compactMap { row in

@@ -264,10 +264,7 @@ extension SharedContainer {
   /// Every mailbox that holds messages, by name: how many wait, how many are quarantined, and
   /// their payload bytes. Opens no store that does not exist yet.
   public func mailboxes() throws(LiaisonError) -> [MailboxInfo] {
-    let folder = try privateFolder("store")
-    guard let fd = try folder.openFile("mailboxes.sqlite", create: false) else { return [] }
-    close(fd)
-    let store = try StoreDatabase.shared(self, name: "mailboxes", migrator: Mailbox.migrator)
+    guard let store = try StoreDatabase.existing(self, name: "mailboxes", migrator: Mailbox.migrator) else { return [] }
     return try store.read { db in
       try Row.fetchAll(
         db, sql: "SELECT mailbox, messages, quarantined, bytes FROM mailbox_totals WHERE messages > 0 ORDER BY mailbox"

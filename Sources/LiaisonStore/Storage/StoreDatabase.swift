@@ -52,6 +52,16 @@ final class StoreDatabase: Sendable {
     }
   }
 
+  /// The database `name` of `container` if its file exists (for listings, which must not create
+  /// a store); `nil` otherwise. The file is checked without being opened: closing a descriptor on
+  /// it would drop the `fcntl` locks SQLite holds on it in this process.
+  static func existing(
+    _ container: SharedContainer, name: String, migrator: DatabaseMigrator
+  ) throws(LiaisonError) -> StoreDatabase? {
+    guard try container.privateFolder("store").inspectFile(name + ".sqlite") != nil else { return nil }
+    return try shared(container, name: name, migrator: migrator)
+  }
+
   private static func open(
     _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator
   ) throws(LiaisonError) -> StoreDatabase {
