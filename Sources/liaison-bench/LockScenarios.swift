@@ -105,7 +105,7 @@ enum LockScenarios {
       _ = readBytes(input, 1)
       let held = try lock.lock()
       writeBytes(output, [UInt8(ascii: "h")])
-      waitForBlockedWaiter()
+      waitForBlockedWaiters()
       let releasedAt = now()
       held.unlock()
       writeBytes(output, encodeTimestamp(releasedAt))

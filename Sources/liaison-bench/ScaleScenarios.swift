@@ -98,16 +98,6 @@ enum ScaleScenarios {
     exit(0)
   }
 
-  /// Returns once the kernel lists `count` blocked `flock` waiters (or after 5 s).
-  static func waitForBlockedWaiters(_ count: Int) {
-    let deadline = now() + 5_000_000_000
-    while now() < deadline {
-      let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
-      if locks.split(separator: "\n").filter({ $0.contains("-> FLOCK") }).count >= count { return }
-      sched_yield()
-    }
-  }
-
   /// One post, N observer processes: the time until the last of them has it.
   static func signalFanOut(_ container: SharedContainer, observers: Int) throws -> Row {
     let signal = try container.signal("scale-signal-\(observers)")

@@ -230,6 +230,13 @@ struct MailboxTests {
     #expect(try mailbox.count() == 2)  // all or none
     try mailbox.send(3)
     #expect(try mailbox.count() == 3)
+    let bytes = try container.mailbox("bytes", limits: .init(maximumMessageSize: 100, maximumBytes: 150))
+    try bytes.send(Data(count: 100))
+    let overBytes = #expect(throws: LiaisonError.self) { try bytes.send(Data(count: 51)) }
+    #expect(overBytes?.code == .tooLarge)
+    #expect(overBytes?.message.contains("151 bytes") == true)
+    try bytes.send(Data(count: 50))  // exactly at the limit
+    #expect(try bytes.count() == 2)
     #expect(throws: LiaisonError.self) { try mailbox.send(Data(count: 50), id: "") }
     #expect(throws: LiaisonError.self) { try container.mailbox("../escape") }
   }

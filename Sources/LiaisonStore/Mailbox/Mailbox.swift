@@ -105,10 +105,7 @@ public final class Mailbox: Sendable {
   ///   that cannot be encoded.
   @discardableResult
   public func send<Payload: Encodable>(_ payload: Payload, id: String? = nil) throws(LiaisonError) -> String {
-    let message = try OutgoingMessage(payload, id: id, mailbox: self, encoder: JSONEncoder())
-    try store.write { db in try insert([message], db) }
-    ring()
-    return message.id
+    try commit([OutgoingMessage(payload, id: id, mailbox: self, encoder: JSONEncoder())])[0]
   }
 
   /// Stores every payload, in order, in one transaction (all or none), and wakes the receiver
@@ -122,9 +119,7 @@ public final class Mailbox: Sendable {
     let encoder = JSONEncoder()
     for payload in payloads { messages.append(try OutgoingMessage(payload, id: nil, mailbox: self, encoder: encoder)) }
     guard !messages.isEmpty else { return [] }
-    try store.write { db in try insert(messages, db) }
-    ring()
-    return messages.map(\.id)
+    return try commit(messages)
   }
 
   /// Sends JSON text as it is, for tools that do not know the payload's type (the `liaison send`
@@ -137,10 +132,14 @@ public final class Mailbox: Sendable {
     guard (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) != nil else {
       throw LiaisonError(.invalidArgument, "The message for mailbox '\(name)' is not valid JSON.")
     }
-    let message = try OutgoingMessage(kind: .json, bytes: json, id: id, mailbox: self)
-    try store.write { db in try insert([message], db) }
+    return try commit([OutgoingMessage(kind: .json, bytes: json, id: id, mailbox: self)])[0]
+  }
+
+  /// Every send: the messages in one transaction, then one ring. Returns their ids.
+  private func commit(_ messages: [OutgoingMessage]) throws(LiaisonError) -> [String] {
+    try store.write { db in try insert(messages, db) }
     ring()
-    return message.id
+    return messages.map { $0.id }
   }
 
   /// Stores the messages that are not yet stored, within the limits, in the caller's transaction.
