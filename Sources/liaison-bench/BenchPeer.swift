@@ -14,18 +14,60 @@ final class BenchPeer {
   private let toPeer = Pipe()
   private let fromPeer = Pipe()
 
+  /// Starts the peer and waits (at most 60 s) for its "ready" byte; a peer that fails at start is
+  /// an error, not a hang.
   init(_ role: String, _ arguments: [String] = []) throws {
     process.executableURL = URL(fileURLWithPath: Bundle.main.executablePath ?? CommandLine.arguments[0])
     process.arguments = ["--peer", role] + arguments
     process.standardInput = toPeer
     process.standardOutput = fromPeer
     try process.run()
-    precondition(readByte() == UInt8(ascii: "r"), "the \(role) peer did not start")
+    var ready = pollfd(fd: fromPeer.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+    var byte: UInt8 = 0
+    // (Not readBytes: at the end of input it ends this process quietly, as a peer should.)
+    guard poll(&ready, 1, 60_000) == 1, read(ready.fd, &byte, 1) == 1, byte == UInt8(ascii: "r") else {
+      Self.sendKill(process.processIdentifier)
+      throw BenchError("the \(role) peer did not start within 60 s (see its errors above)")
+    }
   }
 
-  deinit {
+  deinit { _ = stop() }
+
+  /// Closes the peer's input (it ends when it has finished what it was doing) and waits for it.
+  ///
+  /// - Returns: how it ended, when that was not a clean exit.
+  func stop() -> String? {
     try? toPeer.fileHandleForWriting.close()
     process.waitUntilExit()
+    return process.terminationReason == .exit && process.terminationStatus == 0 ? nil : ending
+  }
+
+  /// Sends SIGKILL and waits for the death.
+  ///
+  /// - Returns: when the signal was sent; or, when the peer had already ended by itself (an
+  ///   error, a crash), how it ended.
+  func kill() -> (sentAt: UInt64, endedByItself: String?) {
+    if !process.isRunning { return (now(), ending) }
+    let sentAt = now()
+    Self.sendKill(process.processIdentifier)
+    process.waitUntilExit()
+    return (sentAt, nil)
+  }
+
+  private var ending: String {
+    let role = process.arguments?.dropFirst().first ?? "?"
+    return process.terminationReason == .exit
+      ? "the \(role) peer exited by itself with status \(process.terminationStatus)"
+      : "the \(role) peer died by itself of signal \(process.terminationStatus)"
+  }
+
+  /// SIGKILL to `pid` (a static function: inside this class, `kill` names the method).
+  private static func sendKill(_ pid: Int32) {
+    #if canImport(Glibc)
+      _ = Glibc.kill(pid, SIGKILL)
+    #elseif canImport(Darwin)
+      _ = Darwin.kill(pid, SIGKILL)
+    #endif
   }
 
   func send(_ byte: UInt8) { writeBytes(toPeer.fileHandleForWriting.fileDescriptor, [byte]) }

@@ -118,54 +118,26 @@ enum Chaos {
 
   // MARK: A worker process
 
-  final class Worker {
+  /// A worker process: a ``BenchPeer`` in the `chaos-worker` role, and the log of this incarnation.
+  struct Worker {
     let index: Int
     let incarnation: Int
     let log: String
-    private let process = Process()
-    private let input = Pipe()
-    private let output = Pipe()
+    let peer: BenchPeer
 
     init(index: Int, incarnation: Int, container: String, logs: String, seed: UInt64) throws {
       self.index = index
       self.incarnation = incarnation
       log = logs + "/worker-\(index)-\(incarnation).log"
-      process.executableURL = URL(fileURLWithPath: Bundle.main.executablePath ?? CommandLine.arguments[0])
-      process.arguments = ["--peer", "chaos-worker", container, log, String(index), String(seed)]
-      process.standardInput = input
-      process.standardOutput = output
-      try process.run()
-      // Started when it says so; a worker that fails at start is a failure of the run, not a hang.
-      var ready = pollfd(fd: output.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
-      guard poll(&ready, 1, 60_000) == 1, readBytes(ready.fd, 1) == [UInt8(ascii: "r")] else {
-        sendKill(process.processIdentifier)
-        throw BenchError("chaos worker \(index) did not start within 60 s (see its errors above)")
-      }
+      peer = try BenchPeer("chaos-worker", [container, log, String(index), String(seed)])
     }
 
-    /// Sends SIGKILL, waits for the death, and returns when the signal was sent — or, when the
-    /// worker had already ended by itself (an error, a crash), how it ended.
     func kill() -> (sentAt: UInt64, endedByItself: String?) {
-      if !process.isRunning { return (now(), ending) }
-      let sentAt = now()
-      sendKill(process.processIdentifier)
-      process.waitUntilExit()
-      return (sentAt, nil)
+      let (sentAt, ending) = peer.kill()
+      return (sentAt, ending.map { "worker \(index) (\(log)): \($0)" })
     }
 
-    /// Asks the worker to stop after its current operation and waits for it; how it ended if not
-    /// cleanly.
-    func stop() -> String? {
-      try? input.fileHandleForWriting.close()
-      process.waitUntilExit()
-      return process.terminationReason == .exit && process.terminationStatus == 0 ? nil : ending
-    }
-
-    private var ending: String {
-      process.terminationReason == .exit
-        ? "worker \(index) (\(log)) exited by itself with status \(process.terminationStatus)"
-        : "worker \(index) (\(log)) died by itself of signal \(process.terminationStatus)"
-    }
+    func stop() -> String? { peer.stop().map { "worker \(index) (\(log)): \($0)" } }
   }
 
   /// What a worker sends.
@@ -459,11 +431,6 @@ private func waitForEndOfInput() {
     let n = read(FileHandle.standardInput.fileDescriptor, &byte, 1)
     if n == 0 || (n < 0 && errno != EINTR) { return }
   }
-}
-
-/// SIGKILL to `pid` (a free function: inside `Worker`, `kill` names the method).
-private func sendKill(_ pid: Int32) {
-  kill(pid, SIGKILL)
 }
 
 /// A small seeded generator, so that a run can be repeated with its seed.
