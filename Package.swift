@@ -55,7 +55,7 @@ let package = Package(
     .executableTarget(
       name: "liaison-bench",
       dependencies: [
-        "Liaison", "LiaisonStore", .product(name: "GRDB", package: "GRDB.swift"),
+        "Liaison", "LiaisonStore", "LiaisonTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "GRDBSQLite", package: "GRDB.swift"),
       ],
       swiftSettings: strictSettings
@@ -63,7 +63,7 @@ let package = Package(
     // The "other process" that the tests spawn: it holds, waits, claims and crashes on command.
     .executableTarget(
       name: "LiaisonTestPeer",
-      dependencies: ["Liaison", "LiaisonStore", .product(name: "GRDB", package: "GRDB.swift")],
+      dependencies: ["Liaison", "LiaisonStore", "LiaisonTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
       swiftSettings: strictSettings
     ),
     // The fuzzer's targets: the name rule, every record read from disk, what the CLI parses. Built
@@ -77,7 +77,8 @@ let package = Package(
       exclude: ["Corpus"],
       swiftSettings: strictSettings
     ),
-    // Spawning and driving child processes, shared by the test targets.
+    // Spawning and driving child processes, and reading the kernel's lock table: shared by the
+    // tests, their peer and the benchmarks.
     .target(
       name: "LiaisonTestSupport",
       path: "Tests/LiaisonTestSupport",

@@ -67,6 +67,7 @@ import Foundation
 import GRDB
 import Liaison
 import LiaisonStore
+import LiaisonTestSupport
 
 #if canImport(Glibc)
   import Glibc
@@ -448,10 +449,9 @@ func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
   return result.withLock { $0! }
 }
 
-/// Whether this process has a `flock` wait asleep in the kernel (`->` in /proc/locks).
+/// Whether this process has a `flock` wait asleep in the kernel.
 @Sendable func blockedInKernel() -> Bool {
-  let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
-  return locks.split(separator: "\n").contains { $0.contains("-> FLOCK") && $0.contains(" \(getpid()) ") }
+  (try? KernelLocks.hasBlockedWaiter(pid: getpid())) ?? false
 }
 
 /// `count` zero-timeout waits refused on a suspended container, then the CPU time this process

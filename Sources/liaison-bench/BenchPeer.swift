@@ -1,4 +1,5 @@
 import Foundation
+import LiaisonTestSupport
 
 #if canImport(Glibc)
   import Glibc
@@ -101,17 +102,17 @@ func decodeTimestamp(_ bytes: [UInt8]) -> UInt64 {
   bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
 }
 
-/// Waits until the kernel lists `count` blocked `flock` waiters (`->` in `/proc/locks`), so that
-/// a release is measured against waiters really asleep in the kernel (at most 5 s). Where
-/// `/proc/locks` does not exist, pauses 2 ms instead.
+/// Waits until the kernel lists `count` blocked `flock` waiters, so that a release is measured
+/// against waiters really asleep in the kernel (at most 5 s). Where the kernel's lock table
+/// cannot be read, pauses 2 ms instead.
 func waitForBlockedWaiters(_ count: Int = 1) {
   let deadline = now() + 5_000_000_000
   while now() < deadline {
-    guard let locks = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else {
+    guard let waiters = try? KernelLocks.blockedWaiterCount() else {
       usleep(2_000)
       return
     }
-    if locks.split(separator: "\n").filter({ $0.contains("-> FLOCK") }).count >= count { return }
+    if waiters >= count { return }
     sched_yield()
   }
 }

@@ -268,7 +268,7 @@ struct HostileStoreFileTests {
         try db.execute(sql: "BEGIN DEFERRED")
         _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")  // the read takes its lock
         let held = try posixLocks(on: path)
-        #expect(!held.isEmpty, "this process's locks: \((try? ownLocks()) ?? [])")
+        #expect(!held.isEmpty, "this process's locks: \((try? KernelLocks.lines(ofProcess: getpid())) ?? [])")
         #expect(try container.defaultsDomains().map(\.domain.rawValue) == ["settings"])
         #expect(try container.mailboxes().map(\.name.rawValue) == ["inbox"])
         #expect(try posixLocks(on: path) == held, "\(file)")
@@ -397,7 +397,7 @@ struct HostileStoreFileTests {
     try journal.pool.write { db in try db.execute(sql: "INSERT INTO item (name) VALUES ('x')") }
     let index = StoreFile.databaseIndex.path(in: directory.path)
     let held = try posixLocks(on: index)
-    #expect(!held.isEmpty, "this process's locks: \((try? ownLocks()) ?? [])")
+    #expect(!held.isEmpty, "this process's locks: \((try? KernelLocks.lines(ofProcess: getpid())) ?? [])")
     let again = try container.database("journal", migrator: SQLiteDatabase.journalMigrator)
     #expect(try posixLocks(on: index) == held)
     #expect(try container.sharedDatabases().map(\.name.rawValue) == ["journal"])
@@ -513,26 +513,20 @@ private func writeFile(_ path: String, _ bytes: [UInt8]) throws {
   try Data(bytes).write(to: URL(fileURLWithPath: path))
 }
 
-/// The `fcntl` (POSIX) locks this process holds on the file at `path`, as `/proc/locks` lists
-/// them: "READ 128 128" for a shared lock on byte 128.
 /// Whether this build runs under Thread or Address Sanitizer (their runtimes define these).
 private func runsUnderASanitizer() -> Bool {
   dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
     || dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__asan_init") != nil
 }
 
-/// Every line of /proc/locks about this process: what a failure of the lock checks prints.
-private func ownLocks() throws -> [String] {
-  try String(contentsOfFile: "/proc/locks", encoding: .utf8).split(separator: "\n").map(String.init)
-    .filter { $0.contains(" \(getpid()) ") }
-}
-
+/// The `fcntl` (POSIX) locks this process holds on the file at `path`, as `/proc/locks` lists
+/// them: "READ 128 128" for a shared lock on byte 128.
 private func posixLocks(on path: String) throws -> [String] {
   var info = stat()
   guard stat(path, &info) == 0 else { throw PeerError("cannot stat \(path): errno \(errno)") }
   let file = ":\(info.st_ino) "
-  return try String(contentsOfFile: "/proc/locks", encoding: .utf8).split(separator: "\n")
-    .filter { $0.contains("POSIX") && $0.contains(" \(getpid()) ") && $0.contains(file) }
+  return try KernelLocks.lines(ofProcess: getpid())
+    .filter { $0.contains("POSIX") && $0.contains(file) }
     .map { line in
       let fields = line.split(separator: " ")  // … MODE PID DEVICE:INODE START END
       return "\(fields[fields.count - 5]) \(fields[fields.count - 2]) \(fields[fields.count - 1])"

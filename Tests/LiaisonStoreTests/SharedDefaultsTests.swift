@@ -87,7 +87,7 @@ struct SharedDefaultsTests {
     let (doomed, countFile) = try startHungRefresh()
     let waiter = try Peer(container: directory.path)
     waiter.child.write("drefresh auth token \(countFile)")
-    try waitUntil("the second process waits for the refresh lock") { try hasBlockedLockWaiter(pid: waiter.pid) }
+    try waitUntil("the second process waits for the refresh lock") { try KernelLocks.hasBlockedWaiter(pid: waiter.pid) }
     doomed.kill()
     let answer = try waiter.child.readLine(timeout: 2)  // at once, not after a staleness timeout
     #expect(answer == "ok fresh-from-\(waiter.pid)")

@@ -15,13 +15,30 @@ struct ProcessLockTests {
     let waiter = try Peer(container: directory.path)
     waiter.child.write("waitlock token-refresh \(form)")
     // The kernel lists a blocked flock waiter in /proc/locks with "->": wait for that state.
-    try waitUntil("the waiter blocks on the lock") { try hasBlockedLockWaiter(pid: waiter.pid) }
+    try waitUntil("the waiter blocks on the lock") { try KernelLocks.hasBlockedWaiter(pid: waiter.pid) }
     let killedAt = monotonicNanoseconds()
     holder.kill()
     let answer = try waiter.child.readLine()
     let takenAt = try #require(UInt64(answer.split(separator: " ").last ?? ""), "\(answer)")
     let elapsed = Double(takenAt - killedAt) / 1e6
     #expect(elapsed < 100, "acquired \(elapsed) ms after SIGKILL")
+  }
+
+  /// The tests above see a waiter asleep in the kernel through its line in the kernel's lock
+  /// table; on a machine that holds many locks that line comes after the first 4 KiB of the table.
+  @Test func aBlockedWaiterIsSeenAmongHundredsOfOtherLocks() throws {
+    let holder = try Peer(container: directory.path)
+    try #require(try holder.send("lock token-refresh") == "locked")
+    let container = try SharedContainer(directory: directory.path)
+    let others = try (0..<300).map { try #require(try container.lock("other-\($0)").tryLock()) }
+    #expect(try KernelLocks.lines().reduce(0) { $0 + $1.utf8.count + 1 } > 300 * 40)
+    let waiter = try Peer(container: directory.path)
+    waiter.child.write("waitlock token-refresh sync")
+    try waitUntil("the waiter blocks on the lock", timeout: 10) { try KernelLocks.hasBlockedWaiter(pid: waiter.pid) }
+    holder.kill()
+    let answer = try waiter.child.readLine()
+    #expect(answer.hasPrefix("ok locked "), "\(answer)")
+    for other in others { other.unlock() }
   }
 
   @Test func eightProcessesIncrementingUnderTheLockCountExactlyAndNeverOverlap() throws {
@@ -153,7 +170,7 @@ struct ProcessLockTests {
       finished.signal()
     }
     // Suspend once the wait is asleep in the kernel, so that the interruption itself is tested.
-    try waitUntil("the waiter blocks on the lock") { try hasBlockedLockWaiter(pid: getpid()) }
+    try waitUntil("the waiter blocks on the lock") { try KernelLocks.hasBlockedWaiter(pid: getpid()) }
     container.suspend()
     #expect(container.isSuspended)
     #expect(finished.wait(timeout: .now() + 30) == .success)
