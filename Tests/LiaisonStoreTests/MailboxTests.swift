@@ -113,6 +113,31 @@ struct MailboxTests {
     #expect(try receiver.receiveAvailable(String.self).isEmpty)
   }
 
+  /// A retry is recognised for `acknowledgedIDRetention` (7 days) after the acknowledgement; an
+  /// id older than that is forgotten when a receiver opens the mailbox, and may be sent again.
+  @Test func anAcknowledgedIDIsRememberedForSevenDaysThenForgotten() throws {
+    let mailbox = try SharedContainer(directory: directory.path).mailbox("orders")
+    try mailbox.send("first", id: "order-6-days")
+    try mailbox.send("first", id: "order-8-days")
+    let first = try mailbox.receiver()
+    try first.acknowledge(try first.receiveAvailable(String.self))
+    first.close()
+    // As if the acknowledgements had been made 6 and 8 days ago.
+    let day = 24 * 3600.0
+    try mailbox.store.write { db in
+      for (id, age) in [("order-6-days", 6 * day), ("order-8-days", 8 * day)] {
+        try db.execute(
+          sql: "UPDATE mailbox_acknowledged SET acknowledged_at = acknowledged_at - ? WHERE id = ?",
+          arguments: [age, id])
+        #expect(db.changesCount == 1)
+      }
+    }
+    let receiver = try mailbox.receiver()
+    try mailbox.send("again", id: "order-6-days")
+    try mailbox.send("again", id: "order-8-days")
+    #expect(try receiver.receiveAvailable(String.self).map(\.id) == ["order-8-days"])
+  }
+
   @Test func anUndecodableMessageIsQuarantinedWithItsReasonAndTheStreamGoesOn() async throws {
     let sender = try Peer(container: directory.path)
     try sender.send("msendraw inbox not-json")
