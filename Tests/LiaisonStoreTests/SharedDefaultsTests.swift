@@ -206,6 +206,39 @@ struct SharedDefaultsTests {
     #expect(try defaults.get(a) == nil)
   }
 
+  /// After an interruption SQLite rolls the whole transaction back by itself: a `body` that
+  /// catches that error and goes on must not get its later writes committed one by one.
+  @Test func writesAfterSQLiteRolledTheTransactionBackAreRefused() throws {
+    let defaults = try SharedContainer(directory: directory.path).defaults("tx")
+    let (a, b, c) = (DefaultsKey<Int>("a"), DefaultsKey<Int>("b"), DefaultsKey<Int>("c"))
+    var caught: (any Error)?
+    #expect(throws: LiaisonError.self) {
+      try defaults.transaction { tx in
+        try tx.set(1, for: a)
+        try tx.set(2, for: b)
+        // A write interrupted while it runs: SQLite rolls the whole transaction back.
+        let pool = defaults.store.pool
+        tx.db.add(
+          function: DatabaseFunction("interrupt_now", argumentCount: 0, pure: false) { _ in
+            pool.interrupt()
+            return true
+          })
+        do {
+          try tx.db.execute(sql: "UPDATE defaults_entry SET kind = kind WHERE interrupt_now()")
+        } catch {
+          caught = error
+        }
+        try tx.set(3, for: c)
+      }
+    }
+    #expect((caught as? DatabaseError)?.resultCode == .SQLITE_INTERRUPT, "\(String(describing: caught))")
+    #expect(try defaults.get(a) == nil)
+    #expect(try defaults.get(b) == nil)
+    #expect(try defaults.get(c) == nil)
+    try defaults.set(4, for: c)  // the store goes on
+    #expect(try defaults.get(c) == 4)
+  }
+
   @Test func typedValuesRawDataAndMismatchedTypes() throws {
     struct Token: Codable, Sendable, Equatable {
       var value: String

@@ -265,18 +265,32 @@ public struct DefaultsTransaction {
 
   /// The value of `key` as this transaction sees it.
   public func get<Value>(_ key: DefaultsKey<Value>) throws -> Value? {
-    try StoredValue.fetch(db, domain: domain, key: key.name, path: path)?.decode(key, domain: domain)
+    try StoredValue.fetch(try open(), domain: domain, key: key.name, path: path)?.decode(key, domain: domain)
   }
 
   /// Stores `value` for `key` when the transaction commits.
   public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) throws {
-    try StoredValue(value, key: key, domain: domain).save(db, domain: domain, key: key.name)
+    try StoredValue(value, key: key, domain: domain).save(try open(), domain: domain, key: key.name)
   }
 
   /// Removes the value of `key` when the transaction commits.
   public func remove<Value>(_ key: DefaultsKey<Value>) throws {
-    try db.execute(
+    try open().execute(
       sql: "DELETE FROM defaults_entry WHERE domain = ? AND key = ?", arguments: [domain.rawValue, key.name.rawValue])
+  }
+
+  /// The database, once checked that the transaction is still open: after some errors (an
+  /// interruption, a full disk) SQLite rolls the whole transaction back by itself, and a statement
+  /// run after that, if `body` caught the error and went on, would be committed on its own.
+  private func open() throws(LiaisonError) -> Database {
+    guard db.isInsideTransaction else {
+      throw LiaisonError(
+        .system,
+        "SQLite rolled back the transaction on the store '\(path)' after an earlier error in it, so nothing of it "
+          + "was written. Do not go on after an error inside a transaction: let it reach `transaction`, and try again.",
+        path: path)
+    }
+    return db
   }
 }
 

@@ -115,12 +115,20 @@ final class StoreDatabase: Sendable {
     defer { if let slot { generations.increment(slot) } }  // even: committed or rolled back
     do {
       return try pool.writeWithoutTransaction { db in
-        var result: T?
-        try db.inTransaction(.immediate) {
-          result = try body(db)
-          return .commit
+        // BEGIN and COMMIT as cached statements: GRDB's `inTransaction` compiles both at each call.
+        try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
+        do {
+          let result = try body(db)
+          guard db.isInsideTransaction else {
+            // SQLite rolled back by itself after an error that `body` caught and did not pass on.
+            throw DatabaseError(resultCode: .SQLITE_ABORT, message: "the transaction was rolled back after an error")
+          }
+          try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+          return result
+        } catch {
+          try? db.rollback()
+          throw error
         }
-        return result!
       }
     } catch let error as LiaisonError {
       throw error
