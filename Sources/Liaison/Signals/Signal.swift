@@ -221,7 +221,7 @@ package final class SignalFile: Sendable {
     // A read that overlaps a write sees a mix of both: read again. A file that never decodes is
     // corrupt.
     for _ in 0..<100 {
-      switch Syscall.read(descriptor, count: Self.size + 1) {
+      switch Syscall.readSmallFile(descriptor, count: Self.size + 1) {
       case .success(let read): bytes = read
       case .failure(let error): throw LiaisonError.system(error, "read", path: path)
       }

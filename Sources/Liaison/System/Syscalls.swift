@@ -52,6 +52,17 @@ enum Syscall {
     _ = retryOnInterrupt { flock(fd, LOCK_UN) }
   }
 
+  /// Reads up to `count` bytes at offset 0 of a small regular file with **one** `pread(2)`: such
+  /// a read returns fewer bytes only at the end of the file, so the second call that ``read(_:count:offset:)``
+  /// makes to see the end is not needed.
+  static func readSmallFile(_ fd: CInt, count: Int) -> Result<[UInt8], Errno> {
+    var buffer = [UInt8](repeating: 0, count: count)
+    let n = buffer.withUnsafeMutableBytes { raw in retryOnInterrupt { pread(fd, raw.baseAddress!, count, 0) } }
+    if n < 0 { return .failure(currentErrno()) }
+    buffer.removeSubrange(n...)
+    return .success(buffer)
+  }
+
   /// Reads up to `count` bytes at `offset` with `pread(2)`.
   static func read(_ fd: CInt, count: Int, offset: Int = 0) -> Result<[UInt8], Errno> {
     var buffer = [UInt8](repeating: 0, count: count)
