@@ -566,7 +566,7 @@ func residue(_ lock: ProcessLock) -> String {
     }
     // Cancel once the wait is asleep in the kernel, so that the blocked wait itself is interrupted.
     let deadline = DispatchTime.now() + .seconds(5)
-    while !blockedInKernel() && DispatchTime.now() < deadline { sched_yield() }
+    while !blockedInKernel() && DispatchTime.now() < deadline { usleep(50) }
     waiter.cancel()
     return await waiter.value
   }

@@ -113,7 +113,7 @@ func waitForBlockedWaiters(_ count: Int = 1) {
       return
     }
     if waiters >= count { return }
-    sched_yield()
+    usleep(50)  // not a spin: on 2 cores that would take the CPU from the waiters
   }
 }
 

@@ -207,7 +207,9 @@ struct SharedDefaultsTests {
   }
 
   /// After an interruption SQLite rolls the whole transaction back by itself: a `body` that
-  /// catches that error and goes on must not get its later writes committed one by one.
+  /// catches that error and goes on must not get its later writes committed one by one. (GRDB's
+  /// `inTransaction` refused them; since the store's writes use cached BEGIN and COMMIT
+  /// statements instead, `DefaultsTransaction` does.)
   @Test func writesAfterSQLiteRolledTheTransactionBackAreRefused() throws {
     let defaults = try SharedContainer(directory: directory.path).defaults("tx")
     let (a, b, c) = (DefaultsKey<Int>("a"), DefaultsKey<Int>("b"), DefaultsKey<Int>("c"))

@@ -15,16 +15,15 @@ import Foundation
 /// programs, often holds more locks than that: a line further down was never seen, and a test
 /// waiting for it timed out.
 public enum KernelLocks {
-  /// Every line of the table; empty where the system has no `/proc/locks`.
+  /// Every line of the table.
+  ///
+  /// - Throws: where the system has no `/proc/locks` (macOS), or it cannot be read.
   public static func lines() throws -> [Substring] {
     let fd = open("/proc/locks", O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else {
-      if errno == ENOENT { return [] }
-      throw PeerError("cannot open /proc/locks: errno \(errno)")
-    }
+    guard fd >= 0 else { throw PeerError("cannot open /proc/locks (errno \(errno)): no kernel lock table to read") }
     defer { close(fd) }
     var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65_536)
+    var chunk = [UInt8](repeating: 0, count: 16_384)
     while true {
       let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
       if count < 0 {

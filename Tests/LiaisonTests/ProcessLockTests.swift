@@ -34,7 +34,7 @@ struct ProcessLockTests {
     #expect(try KernelLocks.lines().reduce(0) { $0 + $1.utf8.count + 1 } > 300 * 40)
     let waiter = try Peer(container: directory.path)
     waiter.child.write("waitlock token-refresh sync")
-    try waitUntil("the waiter blocks on the lock", timeout: 10) { try KernelLocks.hasBlockedWaiter(pid: waiter.pid) }
+    try waitUntil("the waiter blocks on the lock") { try KernelLocks.hasBlockedWaiter(pid: waiter.pid) }
     holder.kill()
     let answer = try waiter.child.readLine()
     #expect(answer.hasPrefix("ok locked "), "\(answer)")

@@ -221,7 +221,13 @@ package final class SignalFile: Sendable {
     // A read that overlaps a write sees a mix of both: read again. A file that never decodes is
     // corrupt.
     for _ in 0..<100 {
-      switch Syscall.readSmallFile(descriptor, count: Self.size + 1) {
+      var result = Syscall.readSmallFile(descriptor, count: Self.size + 1)
+      // Short of a record: the end of a damaged file, or a short read that a network file system
+      // may give; the reading loop tells them apart.
+      if case .success(let partial) = result, (1..<Self.size).contains(partial.count) {
+        result = Syscall.read(descriptor, count: Self.size + 1)
+      }
+      switch result {
       case .success(let read): bytes = read
       case .failure(let error): throw LiaisonError.system(error, "read", path: path)
       }

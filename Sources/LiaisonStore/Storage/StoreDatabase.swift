@@ -94,6 +94,13 @@ final class StoreDatabase: Sendable {
   /// that a reader never trusts its cache while a write is in flight — nor after a writer died in
   /// the middle of one (the next writer makes it even again).
   ///
+  /// `BEGIN` and `COMMIT` are cached statements, not GRDB's `inTransaction`, which compiles both
+  /// at each call; so GRDB's own guard is off: after an error SQLite may roll the whole
+  /// transaction back by itself, and a statement run after that would be committed alone. A
+  /// `body` must therefore let every database error through (as Liaison's do), or check
+  /// `db.isInsideTransaction` before its next statement, as ``DefaultsTransaction`` does for the
+  /// bodies that users write.
+  ///
   /// - Throws: ``LiaisonError/Code/invalidArgument`` when called from inside another write of
   ///   this store on the same thread (it would wait for its own lock forever).
   func write<T>(slot: Int? = nil, _ body: (Database) throws -> T) throws(LiaisonError) -> T {
