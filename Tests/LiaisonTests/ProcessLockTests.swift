@@ -29,8 +29,10 @@ struct ProcessLockTests {
   @Test func aBlockedWaiterIsSeenAmongHundredsOfOtherLocks() throws {
     let holder = try Peer(container: directory.path)
     try #require(try holder.send("lock token-refresh") == "locked")
-    let container = try SharedContainer(directory: directory.path)
-    let others = try (0..<300).map { try #require(try container.lock("other-\($0)").tryLock()) }
+    // The crowd is held by the peer, not by this process: Foundation's Process.run reads past a
+    // buffer (AddressSanitizer reports it) when the process that spawns has hundreds of
+    // descriptors open, and other tests spawn peers meanwhile.
+    for index in 0..<300 { try #require(try holder.send("lock other-\(index)") == "locked") }
     #expect(try KernelLocks.lines().reduce(0) { $0 + $1.utf8.count + 1 } > 300 * 40)
     let waiter = try Peer(container: directory.path)
     waiter.child.write("waitlock token-refresh sync")
@@ -38,7 +40,6 @@ struct ProcessLockTests {
     holder.kill()
     let answer = try waiter.child.readLine()
     #expect(answer.hasPrefix("ok locked "), "\(answer)")
-    for other in others { other.unlock() }
   }
 
   @Test func eightProcessesIncrementingUnderTheLockCountExactlyAndNeverOverlap() throws {
