@@ -52,9 +52,10 @@ enum Syscall {
     _ = retryOnInterrupt { flock(fd, LOCK_UN) }
   }
 
-  /// Reads up to `count` bytes at offset 0 of a small regular file with **one** `pread(2)`: such
-  /// a read returns fewer bytes only at the end of the file, so the second call that ``read(_:count:offset:)``
-  /// makes to see the end is not needed.
+  /// Reads up to `count` bytes at offset 0 of a small regular file with **one** `pread(2)`. On a
+  /// local file system such a read returns fewer bytes only at the end of the file, so the second
+  /// call that ``read(_:count:offset:)`` makes to see the end is not needed; a network file system
+  /// may return fewer, and the caller decides whether to read on.
   static func readSmallFile(_ fd: CInt, count: Int) -> Result<[UInt8], Errno> {
     var buffer = [UInt8](repeating: 0, count: count)
     let n = buffer.withUnsafeMutableBytes { raw in retryOnInterrupt { pread(fd, raw.baseAddress!, count, 0) } }
