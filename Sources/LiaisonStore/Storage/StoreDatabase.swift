@@ -120,8 +120,8 @@ final class StoreDatabase: Sendable {
       generations.increment(slot)  // odd: in flight
     }
     defer { if let slot { generations.increment(slot) } }  // even: committed or rolled back
-    do {
-      return try pool.writeWithoutTransaction { db in
+    return try translatingErrors {
+      try pool.writeWithoutTransaction { db in
         // BEGIN and COMMIT as cached statements: GRDB's `inTransaction` compiles both at each call.
         try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
         do {
@@ -137,30 +137,26 @@ final class StoreDatabase: Sendable {
           throw error
         }
       }
-    } catch let error as LiaisonError {
-      throw error
-    } catch {
-      throw Self.translate(error, path: path)
     }
   }
 
   /// Runs `body` in a read transaction; never waits for writers.
   func read<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
-    do {
-      return try pool.read(body)
-    } catch let error as LiaisonError {
-      throw error
-    } catch {
-      throw Self.translate(error, path: path)
-    }
+    try translatingErrors { try pool.read(body) }
   }
 
   /// Runs `body`, which must run **one** `SELECT`, outside a transaction: the statement alone
   /// sees one snapshot of the database, so it needs no read transaction (nor GRDB's switch to
   /// read-only mode around it), which halves the cost of a small read.
   func readOneStatement<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
+    try translatingErrors { try pool.unsafeRead(body) }
+  }
+
+  /// Runs `body`, passing a ``LiaisonError`` on as it is and turning any other error into one
+  /// (see ``translate(_:path:)``).
+  private func translatingErrors<T>(_ body: () throws -> T) throws(LiaisonError) -> T {
     do {
-      return try pool.unsafeRead(body)
+      return try body()
     } catch let error as LiaisonError {
       throw error
     } catch {
