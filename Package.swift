@@ -41,10 +41,14 @@ let package = Package(
       dependencies: ["Liaison"],
       swiftSettings: strictSettings
     ),
+    // Starting child processes as ordinary members of the caller's process group, with no signal
+    // blocked: one way for the demo, the benchmark and the tests.
+    .target(name: "ChildProcesses", dependencies: ["CLiaison"], swiftSettings: strictSettings),
     .executableTarget(
       name: "liaison",
       dependencies: [
         "Liaison",
+        "ChildProcesses",
         "LiaisonCommandLine",
         "LiaisonStore",
         .product(name: "GRDB", package: "GRDB.swift"),
@@ -55,8 +59,8 @@ let package = Package(
     .executableTarget(
       name: "liaison-bench",
       dependencies: [
-        "Liaison", "LiaisonStore", "LiaisonTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
-        .product(name: "GRDBSQLite", package: "GRDB.swift"),
+        "Liaison", "LiaisonStore", "LiaisonTestSupport", "ChildProcesses",
+        .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
       ],
       swiftSettings: strictSettings
     ),
@@ -81,6 +85,7 @@ let package = Package(
     // tests, their peer and the benchmarks.
     .target(
       name: "LiaisonTestSupport",
+      dependencies: ["ChildProcesses"],
       path: "Tests/LiaisonTestSupport",
       swiftSettings: strictSettings
     ),

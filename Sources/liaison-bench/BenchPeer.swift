@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import LiaisonTestSupport
 
@@ -11,23 +12,19 @@ import LiaisonTestSupport
 /// `liaison-bench --peer ROLE ARGUMENTS…`, talking over its standard input and output with
 /// single bytes and 8-byte timestamps.
 final class BenchPeer {
-  private let process = Process()
-  private let toPeer = Pipe()
-  private let fromPeer = Pipe()
+  private let role: String
+  private let child: ChildProcess
 
   /// Starts the peer and waits (at most 60 s) for its "ready" byte; a peer that fails at start is
   /// an error, not a hang.
   init(_ role: String, _ arguments: [String] = []) throws {
-    process.executableURL = URL(fileURLWithPath: Bundle.main.executablePath ?? CommandLine.arguments[0])
-    process.arguments = ["--peer", role] + arguments
-    process.standardInput = toPeer
-    process.standardOutput = fromPeer
-    try process.run()
-    var ready = pollfd(fd: fromPeer.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+    self.role = role
+    child = try ChildProcess(Bundle.main.executablePath ?? CommandLine.arguments[0], ["--peer", role] + arguments)
+    var ready = pollfd(fd: child.outputDescriptor!, events: Int16(POLLIN), revents: 0)
     var byte: UInt8 = 0
     // (Not readBytes: at the end of input it ends this process quietly, as a peer should.)
     guard poll(&ready, 1, 60_000) == 1, read(ready.fd, &byte, 1) == 1, byte == UInt8(ascii: "r") else {
-      Self.sendKill(process.processIdentifier)
+      child.kill(SIGKILL)
       throw BenchError("the \(role) peer did not start within 60 s (see its errors above)")
     }
   }
@@ -38,9 +35,9 @@ final class BenchPeer {
   ///
   /// - Returns: how it ended, when that was not a clean exit.
   func stop() -> String? {
-    try? toPeer.fileHandleForWriting.close()
-    process.waitUntilExit()
-    return process.terminationReason == .exit && process.terminationStatus == 0 ? nil : ending
+    child.closeInput()
+    let ending = child.wait()
+    return ending == .exited(0) ? nil : describe(ending)
   }
 
   /// Sends SIGKILL and waits for the death.
@@ -48,32 +45,18 @@ final class BenchPeer {
   /// - Returns: when the signal was sent; or, when the peer had already ended by itself (an
   ///   error, a crash), how it ended.
   func kill() -> (sentAt: UInt64, endedByItself: String?) {
-    if !process.isRunning { return (now(), ending) }
+    if child.hasExited { return (now(), describe(child.wait())) }
     let sentAt = now()
-    Self.sendKill(process.processIdentifier)
-    process.waitUntilExit()
+    child.kill(SIGKILL)
+    child.wait()
     return (sentAt, nil)
   }
 
-  private var ending: String {
-    let role = process.arguments?.dropFirst().first ?? "?"
-    return process.terminationReason == .exit
-      ? "the \(role) peer exited by itself with status \(process.terminationStatus)"
-      : "the \(role) peer died by itself of signal \(process.terminationStatus)"
-  }
+  private func describe(_ ending: Termination) -> String { "the \(role) peer ended by itself: \(ending)" }
 
-  /// SIGKILL to `pid` (a static function: inside this class, `kill` names the method).
-  private static func sendKill(_ pid: Int32) {
-    #if canImport(Glibc)
-      _ = Glibc.kill(pid, SIGKILL)
-    #elseif canImport(Darwin)
-      _ = Darwin.kill(pid, SIGKILL)
-    #endif
-  }
-
-  func send(_ byte: UInt8) { writeBytes(toPeer.fileHandleForWriting.fileDescriptor, [byte]) }
-  func readByte() -> UInt8 { readBytes(fromPeer.fileHandleForReading.fileDescriptor, 1)[0] }
-  func readTimestamp() -> UInt64 { decodeTimestamp(readBytes(fromPeer.fileHandleForReading.fileDescriptor, 8)) }
+  func send(_ byte: UInt8) { writeBytes(child.inputDescriptor!, [byte]) }
+  func readByte() -> UInt8 { readBytes(child.outputDescriptor!, 1)[0] }
+  func readTimestamp() -> UInt64 { decodeTimestamp(readBytes(child.outputDescriptor!, 8)) }
 }
 
 func writeBytes(_ fd: CInt, _ bytes: [UInt8]) {

@@ -1,19 +1,75 @@
 import Foundation
 
-/// Runs a command given on the command line (after `--`), with this process's standard input,
-/// output and error, and returns the exit status a shell would report for it.
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Replaces this process with `command` (after `--` on the command line), looked up on `PATH`,
+/// with the signal mask and ignored signals of the process that started `liaison`.
 ///
-/// The command is looked up on `PATH` by `/usr/bin/env`, which exits 127 when it is not found
-/// and 126 when it cannot be run.
-func runCommand(_ command: [String]) throws -> Int32 {
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-  process.arguments = ["--"] + command
-  try process.run()
-  process.waitUntilExit()
-  switch process.terminationReason {
-  case .exit: return process.terminationStatus
-  case .uncaughtSignal: return 128 + process.terminationStatus
-  @unknown default: return ExitStatus.failure
+/// `liaison lock` and `liaison presence claim` run their command this way, with the descriptor
+/// that holds the lock or claim left open across the exec (as daemontools' `setlock` does): the
+/// command *is* the holder, so the lock lasts exactly as long as the command and whatever it
+/// hands the descriptor on to, even if something kills the process that ran `liaison`. The
+/// command keeps `liaison`'s process id, process group and terminal, so Ctrl-C, `kill`,
+/// `timeout(1)` and job control reach it as they would without `liaison`, and its exit status is
+/// its own.
+///
+/// - Returns: only when the command could not be run: 127 when it was not found, 126 when it
+///   could not be executed, after saying why on standard error.
+func execute(_ command: [String]) -> Int32 {
+  fflush(nil)  // what print has buffered
+  CallerSignals.restore()
+  let arguments = command.map { strdup($0) } + [nil]
+  execvp(command[0], arguments)
+  let error = errno
+  for argument in arguments { free(argument) }
+  if error == ENOENT {
+    printError("liaison: cannot run '\(command[0])': no such command (looked for it on PATH)")
+    return 127
+  }
+  printError("liaison: cannot run '\(command[0])': \(String(cString: strerror(error)))")
+  return 126
+}
+
+/// The signal mask and the ignored signals of the process that started `liaison`, read before
+/// anything else runs (in main.swift), for the command that ``execute(_:)`` runs.
+///
+/// Threads that Dispatch and the Swift runtime start block nearly every signal, and an `exec`
+/// keeps the calling thread's mask and every ignored signal; without this, the command would
+/// start deaf to Ctrl-C and `kill -TERM`.
+enum CallerSignals {
+  /// Signal numbers to look at: every one Linux has (Darwin has 31; the rest are refused
+  /// harmlessly).
+  private static let numbers: ClosedRange<CInt> = 1...64
+  nonisolated(unsafe) private static var mask = sigset_t()
+  nonisolated(unsafe) private static var ignored: [Bool] = []
+
+  /// Records the current thread's mask and every ignored signal. Call once, first thing.
+  static func capture() {
+    pthread_sigmask(SIG_SETMASK, nil, &mask)
+    ignored = numbers.map(isIgnored)
+  }
+
+  /// Gives the calling thread the recorded mask, and each signal its recorded ignored or default
+  /// action (a handler is reset by `exec` anyway).
+  static func restore() {
+    for (number, wasIgnored) in zip(numbers, ignored) where isIgnored(number) != wasIgnored {
+      _ = signal(number, wasIgnored ? SIG_IGN : SIG_DFL)
+    }
+    pthread_sigmask(SIG_SETMASK, &mask, nil)
+  }
+
+  private static func isIgnored(_ number: CInt) -> Bool {
+    var current = sigaction()
+    guard sigaction(number, nil, &current) == 0 else { return false }
+    // SIG_IGN is the handler 1.
+    #if os(Linux)
+      return unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self) == 1
+    #else
+      return unsafeBitCast(current.__sigaction_u.__sa_handler, to: Int.self) == 1
+    #endif
   }
 }

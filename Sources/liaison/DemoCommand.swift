@@ -1,4 +1,5 @@
 import ArgumentParser
+import ChildProcesses
 import Foundation
 import GRDB
 import Liaison
@@ -150,42 +151,32 @@ struct DemoCommand: AsyncParsableCommand {
 
 /// One actor of the demo: this program started again as `liaison _demo-actor ROLE …`.
 final class DemoActor {
-  private let process = Process()
-  private let input = Pipe()
-  private let output = Pipe()
-  private var buffer = Data()
+  private let child: ChildProcess
 
   init(role: String, container: SharedContainer, arguments: [String] = []) throws {
-    process.executableURL = URL(fileURLWithPath: Bundle.main.executablePath ?? CommandLine.arguments[0])
-    process.arguments = ["_demo-actor", role, "--container", container.directory] + arguments
-    process.standardInput = input
-    process.standardOutput = output
-    try process.run()
+    do {
+      child = try ChildProcess(
+        Bundle.main.executablePath ?? CommandLine.arguments[0],
+        ["_demo-actor", role, "--container", container.directory] + arguments)
+    } catch {
+      throw CLIError(LiaisonError(.system, "Could not start a demo process: \(error)"))
+    }
   }
 
   deinit {
-    try? input.fileHandleForWriting.close()
-    process.waitUntilExit()
+    child.closeInput()
+    child.wait()
   }
 
-  var pid: Int32 { process.processIdentifier }
+  var pid: Int32 { child.pid }
 
-  func send(_ line: String) {
-    input.fileHandleForWriting.write(Data((line + "\n").utf8))
-  }
+  func send(_ line: String) { child.write(line) }
 
   func readLine() throws -> String {
-    while true {
-      if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-        let line = String(decoding: buffer[..<newline], as: UTF8.self)
-        buffer.removeSubrange(...newline)
-        return line
-      }
-      let chunk = output.fileHandleForReading.availableData
-      if chunk.isEmpty {
-        throw CLIError(LiaisonError(.system, "A demo process (pid \(pid)) ended unexpectedly."))
-      }
-      buffer.append(chunk)
+    do {
+      return try child.readLine(timeout: 120)
+    } catch {
+      throw CLIError(LiaisonError(.system, "A demo process (pid \(pid)) ended unexpectedly: \(error)."))
     }
   }
 
@@ -197,8 +188,8 @@ final class DemoActor {
   }
 
   func crash() {
-    kill(pid, SIGKILL)
-    process.waitUntilExit()
+    child.kill(SIGKILL)
+    child.wait()
   }
 }
 

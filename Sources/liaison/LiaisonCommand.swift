@@ -23,6 +23,13 @@ struct LiaisonCommand: AsyncParsableCommand {
       PeekCommand.self, StatusCommand.self, DemoCommand.self, DemoActorCommand.self,
     ]
   )
+
+  /// Reads the caller's signal state before anything else runs (for the commands that `lock`
+  /// and `presence claim` execute; see ``CallerSignals``), then parses and runs the command.
+  static func main() async {
+    CallerSignals.capture()
+    await main(nil)
+  }
 }
 
 /// `--container PATH`, shared by every subcommand.

@@ -7,11 +7,17 @@ struct LockCommand: AsyncParsableCommand {
     commandName: "lock",
     abstract: "Run a command while holding a lock.",
     discussion: """
-      Waits for the lock, runs the command, releases the lock, and exits with the command's \
-      status. With --timeout, exits \(ExitStatus.busy) if the lock is not had in time. The lock is \
-      held by this liaison process, so it is released when the command ends or liaison dies.
+      Waits for the lock, then runs the command in liaison's place (exec), with the lock's \
+      descriptor open: the command holds the lock, and the kernel releases it when the command, \
+      and every process it passed the descriptor on to, has ended. The command keeps liaison's \
+      process id, process group, terminal and the caller's signal mask, so Ctrl-C, kill, \
+      timeout(1) and job control reach it as they would without liaison, and the exit status is \
+      the command's own. With --timeout, exits \(ExitStatus.busy) if the lock is not had in time.
 
         liaison lock token-refresh --timeout 5 -- ./refresh-token.sh
+
+      A background process the command starts keeps the lock until it ends too, as with flock(1); \
+      close the descriptor in it if it must not.
       """
   )
 
@@ -40,8 +46,8 @@ struct LockCommand: AsyncParsableCommand {
       let lock = try options.open().lock(name)
       let mode: LockMode = shared ? .shared : .exclusive
       let held = try await lock.lock(mode, timeout: timeout)
-      defer { held.unlock() }
-      return try runCommand(command)
+      try held.passToExecutedProgram()
+      return execute(command)
     }
     throw ExitCode(status)
   }

@@ -12,8 +12,10 @@ struct PresenceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
       abstract: "Run a command while claiming a presence.",
       discussion: """
-        Exits with the command's status, or \(ExitStatus.busy) at once if another holder has the \
-        presence.
+        Claims the presence, then runs the command in liaison's place (exec), as `liaison lock` \
+        does: the command holds the claim until it (and every process it passed the descriptor \
+        on to) has ended, and the holder's record names its process id. Exits with the \
+        command's status, or \(ExitStatus.busy) at once if another holder has the presence.
 
           liaison presence claim recording --info "episode 7" -- ./record.sh
         """
@@ -34,8 +36,8 @@ struct PresenceCommand: AsyncParsableCommand {
     func run() async throws {
       let status = try await Self.reporting {
         let claim = try options.open().presence(name).claim(info: info)
-        defer { claim.release() }
-        return try runCommand(command)
+        try claim.passToExecutedProgram()
+        return execute(command)
       }
       throw ExitCode(status)
     }

@@ -6,26 +6,25 @@ import Testing
 struct CLITests {
   let directory = TemporaryDirectory()
 
-  /// Runs `liaison ARGS --container DIR`… and returns its exit status and standard output.
-  func liaison(_ arguments: [String]) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = productsDirectory().appendingPathComponent("liaison")
-    process.arguments = arguments
-    process.environment = ProcessInfo.processInfo.environment.merging(["LIAISON_CONTAINER": directory.path]) { $1 }
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+  /// Runs `liaison ARGS` on the test's container (through the environment) and returns the exit
+  /// status a shell would report, its standard output and its standard error.
+  func liaison(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+    let child = try ChildProcess(
+      liaisonPath, arguments, environment: ["LIAISON_CONTAINER": directory.path], errors: .pipe)
+    let (output, errors, termination) = child.finish()
+    return (termination.shellStatus, output, errors)
   }
 
   @Test func lockRunsTheCommandAndPassesItsExitStatus() throws {
     #expect(try liaison(["lock", "job", "--", "sh", "-c", "exit 0"]).status == 0)
     #expect(try liaison(["lock", "job", "--", "sh", "-c", "exit 3"]).status == 3)
     #expect(try liaison(["lock", "job", "--", "sh", "-c", "echo ran"]).output == "ran\n")
-    #expect(try liaison(["lock", "job", "--", "no-such-command-anywhere"]).status == 127)
+    let missing = try liaison(["lock", "job", "--", "no-such-command-anywhere"])
+    #expect(missing.status == 127)
+    #expect(missing.errors.hasPrefix("liaison: cannot run 'no-such-command-anywhere': no such command"))
+    let notExecutable = try liaison(["lock", "job", "--", directory.path])
+    #expect(notExecutable.status == 126)
+    #expect(notExecutable.errors.hasPrefix("liaison: cannot run '\(directory.path)': "))
     #expect(try liaison(["lock", "job", "--", "sh", "-c", "kill -9 $$"]).status == 128 + 9)
   }
 
@@ -40,7 +39,8 @@ struct CLITests {
   }
 
   @Test func presenceCheckExitsZeroWhenActiveAndOneWhenNot() throws {
-    #expect(try liaison(["presence", "check", "recording"]) == (1, "inactive\n"))
+    let inactive = try liaison(["presence", "check", "recording"])
+    #expect(inactive.status == 1 && inactive.output == "inactive\n")
     let app = try Peer(container: directory.path)
     try app.send("claim recording episode 7")
     let active = try liaison(["presence", "check", "recording"])
@@ -61,7 +61,7 @@ struct CLITests {
       "presence", "claim", "sync", "--info", "nightly", "--", "sh", "-c", "echo $PPID",
     ])
     #expect(result.status == 0)
-    // The claim was held by liaison (the command's parent) while the command ran, and is gone now.
+    // The claim was held by the command while it ran, and is gone now.
     #expect(try liaison(["presence", "check", "sync"]).status == 1)
     let listed = try liaison(["presence", "list", "--json"])
     #expect(listed.output.contains("\"name\":\"sync\""))
@@ -92,7 +92,7 @@ struct CLITests {
   @Test func waitReturnsTheStateOfTheNextPostAndTimesOutWith75() throws {
     #expect(try liaison(["wait", "ring", "--timeout", "0.1"]).status == 75)
     let waiter = try ChildProcess(
-      productsDirectory().appendingPathComponent("liaison").path, ["wait", "ring", "--container", directory.path])
+      liaisonPath, ["wait", "ring", "--container", directory.path])
     // `wait` subscribes before it prints anything, so a post is certain to be seen only after it
     // started waiting: post until it answers (each post is a separate notification).
     let poster = try Peer(container: directory.path)
@@ -102,12 +102,12 @@ struct CLITests {
       answer = try? waiter.readLine(timeout: 0.2)
     }
     #expect(answer == "5")
-    #expect(waiter.wait() == 0)
+    #expect(waiter.wait() == .exited(0))
   }
 
   @Test func observePrintsALinePerNotification() throws {
     let observer = try ChildProcess(
-      productsDirectory().appendingPathComponent("liaison").path,
+      liaisonPath,
       ["observe", "a", "b", "--json", "--container", directory.path])
     defer { observer.kill(SIGKILL) }
     let poster = try Peer(container: directory.path)
@@ -148,7 +148,7 @@ struct CLITests {
 
   @Test func defaultsObservePrintsTheValueThenEachChange() throws {
     let observer = try ChildProcess(
-      productsDirectory().appendingPathComponent("liaison").path,
+      liaisonPath,
       ["defaults", "observe", "app", "mode", "--container", directory.path])
     defer { observer.kill(SIGKILL) }
     #expect(try observer.readLine() == "null")
@@ -184,7 +184,7 @@ struct CLITests {
 
   @Test func receiveFollowsAndASecondReceiverExits75() throws {
     let follower = try ChildProcess(
-      productsDirectory().appendingPathComponent("liaison").path,
+      liaisonPath,
       ["receive", "queue", "--follow", "--count", "2", "--container", directory.path])
     // No probing for the follower with `receive`: a probe that holds the mailbox at the moment
     // the follower starts makes the follower exit 75. Once it printed a message, it holds it.
@@ -193,7 +193,7 @@ struct CLITests {
     #expect(try liaison(["receive", "queue"]).status == 75)
     #expect(try liaison(["send", "queue", "two"]).status == 0)
     #expect(try follower.readLine() == "\"two\"")
-    #expect(follower.wait() == 0)
+    #expect(follower.wait() == .exited(0))
     #expect(try liaison(["receive", "queue"]).status == 0)
   }
 
@@ -208,3 +208,6 @@ struct CLITests {
     #expect(demo.output.contains("Done"))
   }
 }
+
+/// The `liaison` executable of this build.
+let liaisonPath = productsDirectory().appendingPathComponent("liaison").path

@@ -86,7 +86,7 @@ struct MailboxTests {
     let sender = try Peer(container: directory.path)
     try sender.send("msend later s0 300")
     sender.child.closeInput()
-    #expect(sender.child.wait() == 0)
+    #expect(sender.child.wait() == .exited(0))
 
     let receiver = try SharedContainer(directory: directory.path).mailbox("later").receiver()
     let received = try receiver.receiveAvailable(TestMessage.self, limit: 1_000)

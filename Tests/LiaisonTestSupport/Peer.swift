@@ -1,3 +1,4 @@
+@_exported import ChildProcesses
 import Foundation
 
 #if canImport(Glibc)
@@ -32,76 +33,6 @@ public final class TemporaryDirectory: @unchecked Sendable {
   deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 
-/// A process started by a test, talking one line per command on its standard input and output.
-public final class ChildProcess: @unchecked Sendable {
-  public let process = Process()
-  private let input = Pipe()
-  private let output = Pipe()
-  private var buffer: [UInt8] = []
-
-  /// Starts `executable` (a path) with `arguments`.
-  public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    if let environment {
-      process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    }
-    process.standardInput = input
-    process.standardOutput = output
-    try process.run()
-  }
-
-  deinit {
-    if process.isRunning { kill(SIGKILL) }
-    process.waitUntilExit()
-  }
-
-  public var pid: Int32 { process.processIdentifier }
-
-  /// Writes `line` and a newline to the child's standard input.
-  public func write(_ line: String) {
-    input.fileHandleForWriting.write(Data((line + "\n").utf8))
-  }
-
-  /// Closes the child's standard input.
-  public func closeInput() {
-    try? input.fileHandleForWriting.close()
-  }
-
-  /// Reads one line of the child's standard output, waiting at most `timeout` seconds (a failure
-  /// guard only; a healthy child answers at once).
-  public func readLine(timeout: Double = 60) throws -> String {
-    let fd = output.fileHandleForReading.fileDescriptor
-    let deadline = Date().addingTimeInterval(timeout)
-    while true {
-      if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-        let line = String(decoding: buffer[..<newline], as: UTF8.self)
-        buffer.removeSubrange(...newline)
-        return line
-      }
-      let remaining = deadline.timeIntervalSinceNow
-      guard remaining > 0 else { throw PeerError("no answer from pid \(pid) within \(timeout) s") }
-      var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-      guard poll(&poller, 1, Int32(remaining * 1000)) > 0 else { continue }
-      var chunk = [UInt8](repeating: 0, count: 4096)
-      let n = Glibc.read(fd, &chunk, chunk.count)
-      if n <= 0 { throw PeerError("pid \(pid) closed its output") }
-      buffer.append(contentsOf: chunk.prefix(n))
-    }
-  }
-
-  /// Sends a signal to the child.
-  public func kill(_ signal: Int32) {
-    _ = Glibc.kill(pid, signal)
-  }
-
-  /// Waits for the child to exit and returns its status.
-  public func wait() -> Int32 {
-    process.waitUntilExit()
-    return process.terminationStatus
-  }
-}
-
 /// A `LiaisonTestPeer` on a container.
 public final class Peer: @unchecked Sendable {
   public let child: ChildProcess
@@ -133,14 +64,12 @@ public final class Peer: @unchecked Sendable {
 
   public func kill() {
     child.kill(SIGKILL)
-    _ = child.wait()
+    child.wait()
   }
 }
 
-public struct PeerError: Error, CustomStringConvertible {
-  public let description: String
-  public init(_ description: String) { self.description = description }
-}
+/// A peer did not start or answer as expected.
+public typealias PeerError = SpawnError
 
 /// The number of open descriptors and of threads of this process.
 public func resourceCounts() -> (descriptors: Int, threads: Int) {

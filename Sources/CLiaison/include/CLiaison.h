@@ -18,6 +18,7 @@ static inline uint64_t cliaison_atomic_increment(uint64_t *word) { return __atom
 
 #if defined(__linux__)
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -25,6 +26,10 @@ static inline uint64_t cliaison_atomic_increment(uint64_t *word) { return __atom
 
 /// An eventfd, non-blocking and close-on-exec: the event loop's wake-up.
 static inline int cliaison_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+/// A pipe whose ends are close-on-exec from the start (no window in which a child started by
+/// another thread could inherit them).
+static inline int cliaison_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 
 /// Names the calling thread (at most 15 characters), for /proc and debuggers.
 static inline void cliaison_name_thread(const char *name) { pthread_setname_np(pthread_self(), name); }

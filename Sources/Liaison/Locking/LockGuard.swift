@@ -38,6 +38,18 @@ public final class LockGuard: Sendable {
   }
 }
 
+extension LockGuard {
+  /// Lets the next program this process executes (`execve`) hold the lock: the descriptor that
+  /// holds it stays open across the exec, so the lock lasts until that program, and every process
+  /// it passes the descriptor on to, has ended. The `liaison lock` command runs its command so.
+  package func passToExecutedProgram() throws(LiaisonError) {
+    guard let fd = descriptor.withLock({ $0 }) else { return }
+    if case .failure(let error) = Syscall.keepOpenAcrossExec(fd) {
+      throw LiaisonError.system(error, "keep open", path: lock.path)
+    }
+  }
+}
+
 extension LockGuard: SuspensionParticipant {
   func suspend() { unlock() }
   func resume() throws(LiaisonError) {}

@@ -79,6 +79,18 @@ public final class PresenceClaim: Sendable {
   }
 }
 
+extension PresenceClaim {
+  /// Lets the next program this process executes (`execve`) hold the claim: its record names this
+  /// process id, which the program keeps, and the descriptor that holds the lock stays open across
+  /// the exec. The `liaison presence claim` command runs its command so.
+  package func passToExecutedProgram() throws(LiaisonError) {
+    guard let fd = state.withLock({ $0.held ? $0.descriptor : nil }) else { return }
+    if case .failure(let error) = Syscall.keepOpenAcrossExec(fd) {
+      throw LiaisonError.system(error, "keep open", path: presence.path)
+    }
+  }
+}
+
 extension PresenceClaim: SuspensionParticipant {
   func suspend() {
     state.withLock { state in

@@ -108,6 +108,11 @@ enum Syscall {
     #endif
   }
 
+  /// Clears `FD_CLOEXEC` on `fd`, so that a program this process executes inherits it.
+  static func keepOpenAcrossExec(_ fd: CInt) -> Result<Void, Errno> {
+    fcntl(fd, F_SETFD, 0) == 0 ? .success(()) : .failure(currentErrno())
+  }
+
   /// The process id of this process.
   static var processID: Int32 { getpid() }
 
