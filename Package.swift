@@ -103,7 +103,7 @@ let package = Package(
     ),
     .testTarget(
       name: "CLITests",
-      dependencies: ["LiaisonTestSupport", "liaison"],
+      dependencies: ["LiaisonTestSupport", "liaison", .product(name: "GRDB", package: "GRDB.swift")],
       swiftSettings: strictSettings
     ),
   ]

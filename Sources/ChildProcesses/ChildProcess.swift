@@ -338,12 +338,31 @@ public final class ChildProcess: @unchecked Sendable {
   }
 }
 
-/// Writes all of `bytes` to `fd`, retrying short writes and `EINTR`; stops at any other error.
+/// Writes all of `bytes` to `fd`, retrying short writes and `EINTR`; stops at any other error,
+/// such as a reader that has gone (`EPIPE`), which does not end this process: `SIGPIPE` is
+/// blocked on this thread for the write, and one it raised is taken off before unblocking.
 public func writeAll(_ fd: CInt, _ bytes: [UInt8]) {
+  var pipeSignal = sigset_t()
+  var previous = sigset_t()
+  sigemptyset(&pipeSignal)
+  sigaddset(&pipeSignal, SIGPIPE)
+  pthread_sigmask(SIG_BLOCK, &pipeSignal, &previous)
+  defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
   var written = 0
   while written < bytes.count {
     let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, bytes.count - written) }
     if n < 0 && errno == EINTR { continue }
+    if n < 0 && errno == EPIPE {
+      #if os(Linux)
+        var none = timespec()
+        _ = sigtimedwait(&pipeSignal, nil, &none)
+      #else
+        var pending = sigset_t()
+        var taken: CInt = 0
+        sigpending(&pending)
+        if sigismember(&pending, SIGPIPE) == 1 { sigwait(&pipeSignal, &taken) }
+      #endif
+    }
     if n <= 0 { return }
     written += n
   }

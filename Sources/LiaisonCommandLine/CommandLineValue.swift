@@ -34,4 +34,64 @@ package enum CommandLineValue {
     // Encoding a String cannot fail.
     return try! JSONEncoder().encode(text)
   }
+
+  /// The arguments with every `--container PATH` (or `--container=PATH`) that stands before the
+  /// subcommand's name moved to the end of the subcommand's own arguments, before any `--`, where
+  /// the subcommand parses it: `liaison --container X post s` reads as `liaison post s
+  /// --container X`.
+  ///
+  /// - Parameter groups: the names of commands that only group subcommands (`presence`,
+  ///   `defaults`): an option after one of them still stands before the subcommand's name.
+  package static func movingContainerOption(_ arguments: [String], groups: Set<String>) -> [String] {
+    var moved: [String] = []
+    var rest: [String] = []
+    var index = 0
+    var inCommandPath = true
+    while index < arguments.count {
+      let argument = arguments[index]
+      if argument == "--" {
+        rest += arguments[index...]
+        break
+      }
+      if inCommandPath && argument == "--container" && index + 1 < arguments.count {
+        moved += [argument, arguments[index + 1]]
+        index += 2
+        continue
+      }
+      if inCommandPath && argument.hasPrefix("--container=") {
+        moved.append(argument)
+        index += 1
+        continue
+      }
+      if !groups.contains(argument) { inCommandPath = false }
+      rest.append(argument)
+      index += 1
+    }
+    if moved.isEmpty { return arguments }
+    let terminator = rest.firstIndex(of: "--") ?? rest.endIndex
+    rest.insert(contentsOf: moved, at: terminator)
+    return rest
+  }
+
+  /// The value `-` stands for standard input: `liaison send inbox -`, `liaison defaults write
+  /// app key -`. Returns `argument` itself otherwise, or the text read (one trailing newline
+  /// removed, as `$(...)` would).
+  package static func valueOrStandardInput(_ argument: String, limit: Int) throws(LiaisonError) -> String {
+    guard argument == "-" else { return argument }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+      let n = chunk.withUnsafeMutableBytes { read(0, $0.baseAddress!, $0.count) }
+      if n < 0 && errno == EINTR { continue }
+      if n < 0 { throw LiaisonError(.system, "Could not read the value from standard input (errno \(errno)).") }
+      if n == 0 { break }
+      bytes += chunk.prefix(n)
+      if bytes.count > limit {
+        throw LiaisonError(
+          .invalidArgument, "The value on standard input is longer than \(limit) bytes; send something smaller.")
+      }
+    }
+    if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
+    return String(decoding: bytes, as: UTF8.self)
+  }
 }

@@ -26,6 +26,24 @@ struct DefaultsCommand: AsyncParsableCommand {
     }
   }
 
+  /// A stored value as `defaults read` shows it: its text and its JSON value (raw bytes as the
+  /// string `data:BASE64`), or `nil` when the stored JSON is not JSON (another program wrote it).
+  static func readable(_ value: DefaultsRawValue) -> (text: String, json: Any)? {
+    switch value {
+    case .json(let json):
+      guard let parsed = try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed]) else { return nil }
+      return (String(decoding: json, as: UTF8.self), parsed)
+    case .data:
+      return (show(value), show(value))
+    }
+  }
+
+  /// The message for a value that cannot be read, naming its domain and key and the way out.
+  static func unreadable(domain: String, key: String, _ reason: String) -> String {
+    "The value of '\(key)' in the defaults domain '\(domain)' cannot be read: \(reason) Write it again "
+      + "(liaison defaults write \(domain) \(key) VALUE) or delete it (liaison defaults delete \(domain) \(key))."
+  }
+
   struct Read: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
       abstract: "Print a value, a domain, or every domain.",
@@ -38,39 +56,68 @@ struct DefaultsCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
-      let output = try await Self.reporting { () throws -> (text: String, found: Bool) in
-        let container = try options.open()
-        if let domain, let key {
-          guard let stored = try container.defaults(domain).rawValue(for: try LiaisonName(key)) else {
-            return ("", false)
-          }
-          return (DefaultsCommand.show(stored), true)
-        }
-        let domains = try domain.map { [try LiaisonName($0)] } ?? container.defaultsDomains().map(\.domain)
-        var all: [String: [String: String]] = [:]
-        for name in domains {
-          all[name.rawValue] = try container.defaults(name.rawValue).snapshot().mapValues(DefaultsCommand.show)
-        }
-        if json {
-          let values = all.mapValues {
-            $0.mapValues { text in
-              (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) ?? text
-            }
-          }
-          let data = try JSONSerialization.data(withJSONObject: values, options: [.sortedKeys, .fragmentsAllowed])
-          return (String(decoding: data, as: UTF8.self), true)
-        }
-        var lines: [String] = []
-        for name in all.keys.sorted() {
-          if domain == nil { lines.append("\(name):") }
-          for (key, value) in all[name]!.sorted(by: { $0.key < $1.key }) {
-            lines.append((domain == nil ? "  " : "") + "\(key) = \(value)")
-          }
-        }
-        return (lines.joined(separator: "\n"), true)
+      let container = try await Self.reporting { try options.openExisting() }
+      let domains = try await Self.reporting { () throws -> [LiaisonName] in
+        let existing = try container.defaultsDomains().map(\.domain)
+        guard let domain else { return existing }
+        let name = try LiaisonName(domain)
+        return existing.contains(name) ? [name] : []
       }
-      if !output.text.isEmpty { print(output.text) }
-      if !output.found { throw ExitCode(1) }
+      if let domain, let key {
+        let name = try await Self.reporting { try LiaisonName(key) }
+        guard !domains.isEmpty else { throw ExitCode(1) }
+        let stored = try await Self.reporting { () throws -> DefaultsRawValue? in
+          do {
+            return try container.defaults(domain).rawValue(for: name)
+          } catch let error as LiaisonError where error.code == .corruptFile {
+            throw CLIError(
+              DefaultsCommand.unreadable(domain: domain, key: key, "its kind or bytes are not what Liaison stores."),
+              status: ExitStatus.failure)
+          }
+        }
+        guard let stored else { throw ExitCode(1) }
+        guard let shown = DefaultsCommand.readable(stored) else {
+          printError("liaison: " + DefaultsCommand.unreadable(domain: domain, key: key, "it is not JSON."))
+          throw ExitCode(ExitStatus.failure)
+        }
+        print(json ? try Self.jsonText(shown.json) : shown.text)
+        return
+      }
+      var all: [String: [String: (text: String, json: Any)]] = [:]
+      var problems: [String] = []
+      for name in domains {
+        let rows = try await Self.reporting { try container.defaults(name.rawValue).rowsReadOneByOne() }
+        all[name.rawValue] = [:]
+        for (key, value) in rows {
+          switch value.map(DefaultsCommand.readable) {
+          case .success(let shown?): all[name.rawValue]![key] = shown
+          case .success(nil):
+            problems.append(DefaultsCommand.unreadable(domain: name.rawValue, key: key, "it is not JSON."))
+          case .failure:
+            problems.append(
+              DefaultsCommand.unreadable(
+                domain: name.rawValue, key: key, "its kind or bytes are not what Liaison stores."))
+          }
+        }
+      }
+      if json {
+        print(try Self.jsonText(all.mapValues { $0.mapValues(\.json) }))
+      } else {
+        for name in all.keys.sorted() {
+          if domain == nil { print("\(name):") }
+          for (key, value) in all[name]!.sorted(by: { $0.key < $1.key }) {
+            print((domain == nil ? "  " : "") + "\(key) = \(value.text)")
+          }
+        }
+      }
+      for problem in problems { printError("liaison: " + problem) }
+      if !problems.isEmpty { throw ExitCode(ExitStatus.failure) }
+    }
+
+    /// `value` as one line of JSON with sorted keys.
+    static func jsonText(_ value: Any) throws -> String {
+      let data = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed])
+      return String(decoding: data, as: UTF8.self)
     }
   }
 
@@ -84,11 +131,14 @@ struct DefaultsCommand: AsyncParsableCommand {
     @OptionGroup var options: ContainerOptions
     @Argument(help: "The domain.") var domain: String
     @Argument(help: "The key.") var key: String
-    @Argument(help: "The value: JSON, or else taken as a plain string.") var value: String
+    @Argument(help: "The value: JSON, or else taken as a plain string; - reads it from standard input.")
+    var value: String
 
     func run() async throws {
       try await Self.reporting {
-        try options.open().defaults(domain).setJSON(CommandLineValue.json(value), for: try LiaisonName(key))
+        let defaults = try options.open().defaults(domain)
+        let text = try CommandLineValue.valueOrStandardInput(value, limit: SharedDefaults.maximumValueSize)
+        try defaults.setJSON(CommandLineValue.json(text), for: try LiaisonName(key))
       }
     }
   }

@@ -1,5 +1,7 @@
 import ArgumentParser
+import Foundation
 import Liaison
+import LiaisonCommandLine
 
 @main
 struct LiaisonCommand: AsyncParsableCommand {
@@ -8,8 +10,12 @@ struct LiaisonCommand: AsyncParsableCommand {
     abstract:
       "Inspect and drive the locks, presences, signals, defaults and mailboxes that processes share in a container.",
     discussion: """
-      The container is --container PATH, else $\(SharedContainer.environmentVariable), else \
-      \(SharedContainer.defaultDirectory).
+      The container is --container PATH (anywhere on the line), else \
+      $\(SharedContainer.environmentVariable), else \(SharedContainer.defaultDirectory). Commands \
+      that only read (status, state, peek, defaults read, presence check and list) never create \
+      anything, and fail when there is no container there. Commands that write create the \
+      container's own folder if needed, but not its parent, so that a mistyped path fails \
+      instead of starting a second container (the per-user default is created whole).
 
       Exit status: 0 on success (or the command's own status for `lock` and `presence claim`); \
       1 when `presence check` finds the presence inactive; \(ExitStatus.busy) (EX_TEMPFAIL) when \
@@ -28,7 +34,8 @@ struct LiaisonCommand: AsyncParsableCommand {
   /// and `presence claim` execute; see ``CallerSignals``), then parses and runs the command.
   static func main() async {
     CallerSignals.capture()
-    await main(nil)
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    await main(CommandLineValue.movingContainerOption(arguments, groups: ["presence", "defaults"]))
   }
 }
 
@@ -41,10 +48,50 @@ struct ContainerOptions: ParsableArguments {
       valueName: "path"))
   var container: String?
 
+  /// The folder given by --container or the environment, if any.
+  private var chosenDirectory: String? {
+    if let container { return container }
+    let variable = ProcessInfo.processInfo.environment[SharedContainer.environmentVariable]
+    return variable?.isEmpty == false ? variable : nil
+  }
+
+  /// Opens the container for a command that writes. A folder given by --container or the
+  /// environment is created if missing, but not its parent; the per-user default is created
+  /// whole.
   func open() throws -> SharedContainer {
     do {
-      if let container { return try SharedContainer(directory: container) }
-      return try SharedContainer.standard()
+      guard let directory = chosenDirectory else { return try SharedContainer.standard() }
+      let parent = URL(fileURLWithPath: directory).deletingLastPathComponent().path
+      var isFolder: ObjCBool = false
+      if !FileManager.default.fileExists(atPath: directory),
+        !FileManager.default.fileExists(atPath: parent, isDirectory: &isFolder) || !isFolder.boolValue
+      {
+        throw CLIError(
+          "There is no folder '\(parent)' to make the container '\(directory)' in. liaison creates only the "
+            + "container's own folder, so that a mistyped path does not start a second container: correct the "
+            + "path (--container or $\(SharedContainer.environmentVariable)), or create the parent first.",
+          status: ExitStatus.usage)
+      }
+      return try SharedContainer(directory: directory)
+    } catch let error as LiaisonError {
+      throw CLIError(error)
+    }
+  }
+
+  /// Opens the container for a command that only reads: creates nothing, and fails when no
+  /// process has used a container there.
+  func openExisting() throws -> SharedContainer {
+    let directory = chosenDirectory ?? SharedContainer.standardDirectory
+    var isFolder: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: directory + "/.liaison", isDirectory: &isFolder), isFolder.boolValue
+    else {
+      throw CLIError(
+        "There is no container at '\(directory)' (no process has used it yet, or the path is mistyped). Check "
+          + "--container or $\(SharedContainer.environmentVariable); this command only reads, so it creates nothing.",
+        status: ExitStatus.failure)
+    }
+    do {
+      return try SharedContainer(directory: directory)
     } catch {
       throw CLIError(error)
     }
@@ -65,6 +112,11 @@ enum ExitStatus {
 struct CLIError: Error, CustomStringConvertible {
   let message: String
   let status: Int32
+
+  init(_ message: String, status: Int32) {
+    self.message = message
+    self.status = status
+  }
 
   init(_ error: LiaisonError) {
     message = error.message

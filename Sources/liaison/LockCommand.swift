@@ -30,6 +30,7 @@ struct LockCommand: AsyncParsableCommand {
   var shared = false
 
   @Option(
+    parsing: .unconditional,
     help: ArgumentHelp("Give up after this many seconds (default: wait as long as it takes).", valueName: "seconds"),
     transform: CommandLineValue.timeout)
   var timeout: Duration?

@@ -53,13 +53,16 @@ struct SendCommand: AsyncParsableCommand {
 
   @OptionGroup var options: ContainerOptions
   @Argument(help: "The mailbox's name.") var mailbox: String
-  @Argument(help: "The message: JSON, or else taken as a plain string.") var message: String
+  @Argument(help: "The message: JSON, or else taken as a plain string; - reads it from standard input.")
+  var message: String
   @Option(help: "The message's id (1 to 256 bytes), which makes a retried send store nothing.") var id: String?
-  @Option(help: "The sender name the message carries (default: liaison).") var sender = "liaison"
+  @Option(help: "The sender name the message carries.") var sender = "liaison"
 
   func run() async throws {
     let stored = try await Self.reporting {
-      try options.open().mailbox(mailbox, sender: sender).sendJSON(CommandLineValue.json(message), id: id)
+      let outbox = try options.open().mailbox(mailbox, sender: sender)
+      let text = try CommandLineValue.valueOrStandardInput(message, limit: outbox.limits.maximumMessageSize)
+      return try outbox.sendJSON(CommandLineValue.json(text), id: id)
     }
     print(stored)
   }
@@ -74,6 +77,11 @@ struct ReceiveCommand: AsyncParsableCommand {
       (or until --count messages). A message is acknowledged (removed) after it is printed, so \
       one printed when the command is killed may be printed again by the next receiver. Exits \
       \(ExitStatus.busy) when the mailbox already has a receiver.
+
+      "Printed" means written to standard output, not read by the next program: into a pipe, \
+      every message that fits in the pipe's buffer counts as printed, and `liaison receive inbox \
+      | head -3` acknowledges them all. Take only what the reader will use with --count \
+      (`liaison receive inbox --count 3 | ...`), or leave them with --no-ack.
       """
   )
 
@@ -89,7 +97,15 @@ struct ReceiveCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    let receiver = try await Self.reporting { try options.open().mailbox(mailbox).receiver() }
+    let receiver = try await Self.reporting {
+      do {
+        return try options.open().mailbox(mailbox).receiver()
+      } catch let error as LiaisonError where error.code == .alreadyClaimed {
+        throw CLIError(
+          "The mailbox '\(mailbox)' already has a receiver (another process). Try again when it has ended.",
+          status: ExitStatus.busy)
+      }
+    }
     defer { receiver.close() }
     var remaining = count ?? Int.max
     while remaining > 0 {
@@ -127,7 +143,13 @@ struct PeekCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    let entries = try await Self.reporting { try options.open().mailbox(mailbox).peek(limit: limit) }
+    let entries = try await Self.reporting { () throws -> [MailboxEntry] in
+      let container = try options.openExisting()
+      let name = try LiaisonName(mailbox)
+      // Opening a mailbox that does not exist would create it: there is nothing to show.
+      guard try container.mailboxes().contains(where: { $0.name == name }) else { return [] }
+      return try container.mailbox(mailbox).peek(limit: limit)
+    }
     for entry in entries {
       let report = MessageReport(
         id: entry.id, sentAt: entry.sentAt, sender: entry.sender, payload: entry.payload,

@@ -35,7 +35,17 @@ struct PresenceCommand: AsyncParsableCommand {
 
     func run() async throws {
       let status = try await Self.reporting {
-        let claim = try options.open().presence(name).claim(info: info)
+        let presence = try options.open().presence(name)
+        let claim: PresenceClaim
+        do {
+          claim = try presence.claim(info: info)
+        } catch let error as LiaisonError where error.code == .alreadyClaimed {
+          let holder = (try? presence.holder)?.map { HolderReport($0).text } ?? "another process"
+          throw CLIError(
+            "The presence '\(name)' is already claimed (\(holder)). Try again once it is released; "
+              + "`liaison presence check \(name)` shows who holds it.",
+            status: ExitStatus.busy)
+        }
         try claim.passToExecutedProgram()
         return execute(command)
       }
@@ -54,7 +64,7 @@ struct PresenceCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
-      let report = try await Self.reporting { try PresenceReport(try options.open().presence(name)) }
+      let report = try await Self.reporting { try PresenceReport(try options.openExisting().presence(name)) }
       if json {
         try printJSON(report)
       } else {
@@ -71,7 +81,7 @@ struct PresenceCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
-      let reports = try await Self.reporting { try options.open().presences().map(PresenceReport.init) }
+      let reports = try await Self.reporting { try options.openExisting().presences().map(PresenceReport.init) }
       if json { return try printJSON(reports) }
       if reports.isEmpty { print("no presences") }
       for report in reports {

@@ -45,6 +45,7 @@ struct WaitCommand: AsyncParsableCommand {
   @OptionGroup var options: ContainerOptions
   @Argument(help: "The signal's name.") var name: String
   @Option(
+    parsing: .unconditional,
     help: ArgumentHelp("Give up after this many seconds (default: wait as long as it takes).", valueName: "seconds"),
     transform: CommandLineValue.timeout)
   var timeout: Duration?
@@ -113,7 +114,8 @@ struct ObserveCommand: AsyncParsableCommand {
 struct StateCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "state",
-    abstract: "Print a signal's state, or set it with --set (without notifying anybody)."
+    abstract: "Print a signal's state, or set it with --set (without notifying anybody).",
+    discussion: "Exits 1 when the signal has never been posted or set (its state then counts as 0); creates nothing."
   )
 
   @OptionGroup var options: ContainerOptions
@@ -122,8 +124,13 @@ struct StateCommand: AsyncParsableCommand {
 
   func run() async throws {
     try await Self.reporting {
-      let signal = try options.open().signal(name)
-      if let set { try signal.setState(set) } else { print(try signal.state) }
+      if let set { return try options.open().signal(name).setState(set) }
+      let container = try options.openExisting()
+      let signalName = try LiaisonName(name)
+      guard try container.signalNames().contains(signalName) else {
+        throw CLIError("No signal '\(name)' in the container: it has never been posted or set.", status: 1)
+      }
+      print(try container.signal(name).state)
     }
   }
 }

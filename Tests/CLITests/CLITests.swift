@@ -39,6 +39,7 @@ struct CLITests {
   }
 
   @Test func presenceCheckExitsZeroWhenActiveAndOneWhenNot() throws {
+    #expect(try liaison(["post", "start"]).status == 0)  // the container now exists
     let inactive = try liaison(["presence", "check", "recording"])
     #expect(inactive.status == 1 && inactive.output == "inactive\n")
     let app = try Peer(container: directory.path)

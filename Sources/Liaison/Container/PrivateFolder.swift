@@ -59,6 +59,17 @@ package final class PrivateFolder: Sendable {
     return PrivateFolder(descriptor: fd, path: path, identity: "\(info.st_dev).\(info.st_ino)")
   }
 
+  /// Opens the folder `name` inside the directory `parent` if it exists, creating nothing.
+  ///
+  /// - Returns: the folder, or `nil` when nothing stands at that name.
+  package static func openIfExists(
+    _ name: String, in parent: CInt, parentPath: String
+  ) throws(LiaisonError) -> PrivateFolder? {
+    var info = stat()
+    if fstatat(parent, name, &info, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT { return nil }
+    return try open(name, in: parent, parentPath: parentPath)
+  }
+
   /// The path of `name` in this folder, for messages.
   package func path(of name: String) -> String { path + "/" + name }
 

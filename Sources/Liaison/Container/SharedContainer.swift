@@ -104,6 +104,12 @@ public final class SharedContainer: Sendable {
     try PrivateFolder.open(name, in: root.descriptor, parentPath: root.path)
   }
 
+  /// Opens a folder of Liaison's inside the private folder if it exists, creating nothing (for
+  /// listings that must leave the container as they found it).
+  package func existingPrivateFolder(_ name: String) throws(LiaisonError) -> PrivateFolder? {
+    try PrivateFolder.openIfExists(name, in: root.descriptor, parentPath: root.path)
+  }
+
   /// The exclusive-or-shared lock called `name`.
   ///
   /// - Throws: ``LiaisonError/Code/invalidName`` when `name` breaks the naming rule.

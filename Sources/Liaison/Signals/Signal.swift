@@ -96,6 +96,13 @@ extension SharedContainer {
     try Signal(name: try LiaisonName(name), container: self)
   }
 
+  /// The names of every signal in the container, without opening any: a listing that one
+  /// damaged signal file does not stop (`liaison status`), or that creates nothing (`liaison
+  /// state`).
+  package func signalNames() throws(LiaisonError) -> [LiaisonName] {
+    try signalFolder.names()
+  }
+
   /// Every signal in the container, by name.
   public func signals() throws(LiaisonError) -> [Signal] {
     try signalFolder.names().map { name throws(LiaisonError) in try Signal(name: name, container: self) }

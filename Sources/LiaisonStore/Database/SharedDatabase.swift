@@ -236,9 +236,10 @@ public struct SharedDatabaseInfo: Sendable {
 }
 
 extension SharedContainer {
-  /// Every shared database in the container, without opening it for writing or migrating it.
+  /// Every shared database in the container, without opening it for writing or migrating it,
+  /// and without creating anything.
   public func sharedDatabases() throws(LiaisonError) -> [SharedDatabaseInfo] {
-    let folder = try privateFolder("databases")
+    guard let folder = try existingPrivateFolder("databases") else { return [] }
     var infos: [SharedDatabaseInfo] = []
     for file in try folder.names() where file.rawValue.hasSuffix(".sqlite") {
       guard let name = try? LiaisonName(String(file.rawValue.dropLast(".sqlite".count))) else { continue }

@@ -145,6 +145,25 @@ public final class SharedDefaults: Sendable {
     }
   }
 
+  /// Every value of the domain by key, each row read on its own, so that a row another program
+  /// wrote is reported by its key instead of hiding the others (`liaison defaults read`).
+  package func rowsReadOneByOne() throws(LiaisonError) -> [(key: String, value: Result<DefaultsRawValue, LiaisonError>)]
+  {
+    let path = store.path
+    return try store.read { db in
+      let rows = try Row.fetchAll(
+        db, sql: "SELECT key, kind, value FROM defaults_entry WHERE domain = ?", arguments: [domain.rawValue])
+      return rows.map { row in
+        let key = String.fromDatabaseValue(row[0] as DatabaseValue) ?? "\(row[0] as DatabaseValue)"
+        do throws(LiaisonError) {
+          return (key, .success(try StoredValue(row: row, kindColumn: 1, valueColumn: 2, path: path).raw))
+        } catch {
+          return (key, .failure(error))
+        }
+      }
+    }
+  }
+
   // MARK: Writing
 
   /// Stores `value` for `key`. Once this returns, a `get` in any process returns it.
