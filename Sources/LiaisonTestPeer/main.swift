@@ -472,7 +472,11 @@ func suspendedWaits(_ lock: ProcessLock, count: Int) -> String {
   }
   func cpuMilliseconds() -> Double {
     var usage = rusage()
-    getrusage(RUSAGE_SELF.rawValue, &usage)
+    #if os(Linux)
+      getrusage(RUSAGE_SELF.rawValue, &usage)  // an enum in Glibc
+    #else
+      getrusage(RUSAGE_SELF, &usage)  // an Int32 on Apple platforms
+    #endif
     return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000
       + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000
   }

@@ -56,7 +56,7 @@ package final class PrivateFolder: Sendable {
       Syscall.close(fd)
       throw error
     }
-    return PrivateFolder(descriptor: fd, path: path, identity: "\(info.st_dev).\(info.st_ino)")
+    return PrivateFolder(descriptor: fd, path: path, identity: "\(info.deviceNumber).\(info.st_ino)")
   }
 
   /// The path of `name` in this folder, for messages.
