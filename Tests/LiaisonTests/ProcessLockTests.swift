@@ -24,6 +24,21 @@ struct ProcessLockTests {
     #expect(elapsed < 100, "acquired \(elapsed) ms after SIGKILL")
   }
 
+  /// A host program may handle Liaison's interrupt signal itself with `SA_RESTART` (the Go runtime
+  /// handles SIGURG and every real-time signal so): a wait blocked in `flock` would then be
+  /// restarted after each signal, and no timeout, cancellation or `suspend()` could end it. The
+  /// wait polls instead: it still times out, and still takes the lock once it is released.
+  @Test func aHostHandlerWithSARestartForTheInterruptSignalNeitherHangsNorLosesTheLock() throws {
+    let holder = try Peer(container: directory.path)
+    try #require(try holder.send("lock contested") == "locked")
+    let waiter = try Peer(container: directory.path)
+    try #require(try waiter.send("host-handler") == "installed")
+    #expect(try waiter.send("timedlock contested 200", timeout: 20) == "timedOut")
+    waiter.child.write("timedlock contested 60000")
+    try holder.send("unlock contested")
+    #expect(try waiter.child.readLine(timeout: 20) == "ok locked")
+  }
+
   /// The tests above see a waiter asleep in the kernel through its line in the kernel's lock
   /// table; on a machine that holds many locks that line comes after the first 4 KiB of the table.
   @Test func aBlockedWaiterIsSeenAmongHundredsOfOtherLocks() throws {
