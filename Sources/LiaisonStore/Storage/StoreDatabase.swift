@@ -92,6 +92,9 @@ final class StoreDatabase: Sendable {
     // then costs no fsync.
     configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
     configuration.label = "Liaison.\(name)"
+    // An app that posts GRDB's `Database.suspendNotification` itself, as GRDB documents for iOS,
+    // suspends the store's databases too. `SharedContainer.suspend()` does more (StoreSuspension).
+    configuration.observesSuspensionNotifications = true
     let writeLock = ProcessLock(name: try LiaisonName(name + ".write"), folder: folder, container: container)
     let (pool, _) = try SharedPool.open(
       name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, lock: writeLock)
