@@ -83,7 +83,8 @@ struct SharedDefaultsTests {
     return (refresher, countFile)
   }
 
-  @Test func aRefresherKilledMidRefreshIsTakenOverAtOnceByAWaitingProcess() throws {
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)"))
+  func aRefresherKilledMidRefreshIsTakenOverAtOnceByAWaitingProcess() throws {
     let (doomed, countFile) = try startHungRefresh()
     let waiter = try Peer(container: directory.path)
     waiter.child.write("drefresh auth token \(countFile)")

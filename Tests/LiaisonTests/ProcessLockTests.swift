@@ -8,7 +8,7 @@ import Testing
 struct ProcessLockTests {
   let directory = TemporaryDirectory()
 
-  @Test(arguments: ["sync", "async"])
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)"), arguments: ["sync", "async"])
   func killedHolderReleasesTheLockToAWaiterWithin100Milliseconds(_ form: String) throws {
     let holder = try Peer(container: directory.path)
     try #require(try holder.send("lock token-refresh") == "locked")
@@ -41,7 +41,7 @@ struct ProcessLockTests {
 
   /// The tests above see a waiter asleep in the kernel through its line in the kernel's lock
   /// table; on a machine that holds many locks that line comes after the first 4 KiB of the table.
-  @Test func aBlockedWaiterIsSeenAmongHundredsOfOtherLocks() throws {
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)")) func aBlockedWaiterIsSeenAmongHundredsOfOtherLocks() throws {
     let holder = try Peer(container: directory.path)
     try #require(try holder.send("lock token-refresh") == "locked")
     // The crowd is held by the peer, not by this process: Foundation's Process.run reads past a
@@ -122,7 +122,8 @@ struct ProcessLockTests {
     #expect(try lock.tryLock() != nil)
   }
 
-  @Test func timedOutAndCancelledWaitsThrowAndLeaveNoDescriptorOrThread() throws {
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)"))
+  func timedOutAndCancelledWaitsThrowAndLeaveNoDescriptorOrThread() throws {
     let holder = try Peer(container: directory.path)
     try holder.send("lock busy")
     let observer = try Peer(container: directory.path)
@@ -167,7 +168,7 @@ struct ProcessLockTests {
     } throws: { ($0 as? LiaisonError)?.code == .invalidArgument }
   }
 
-  @Test func suspendReleasesHeldLocksAndEndsWaits() throws {
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)")) func suspendReleasesHeldLocksAndEndsWaits() throws {
     let container = try SharedContainer(directory: directory.path)
     let held = try #require(try container.lock("held-here").tryLock())
     let peer = try Peer(container: directory.path)
