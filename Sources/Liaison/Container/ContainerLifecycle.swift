@@ -157,7 +157,9 @@ extension SharedContainer {
   /// - refuses new locks, claims and leases with ``LiaisonError/Code/suspended`` until
   ///   ``resume()``.
   ///
-  /// When it returns, this process holds and waits for no lock in the container. Calling `suspend()` twice is harmless. It affects every `SharedContainer` value on the
+  /// When it returns, this process holds and waits for no lock in the container. It waits for the
+  /// store accesses it interrupts, so do not call it from inside one (a defaults transaction's
+  /// body), where it would wait for itself. Calling `suspend()` twice is harmless. It affects every `SharedContainer` value on the
   /// same folder in this process, and nothing in other processes.
   public func suspend() {
     lifecycle.suspend()
