@@ -17,6 +17,10 @@
 //   lease NAME MILLISECONDS [INFO…]                        → ok leased
 //   active NAME                                            → ok true | ok false
 //   suspend | resume                                       → ok suspended | ok resumed
+//   host-handler                installs a no-op handler with SA_RESTART for the signal Liaison
+//                               interrupts its waits with, as a host program may (the Go runtime
+//                               does): send it before any wait → ok installed
+//   timedlock NAME MILLISECONDS async lock with that timeout → ok locked | ok timedOut
 //   post NAME [STATE]                                      → ok posted
 //   burst NAME COUNT            posts states 1…COUNT       → ok posted
 //   observe NAME [ignore-own]   starts observing a signal  → ok observing
@@ -420,6 +424,36 @@ func incrementFile(_ path: String) {
   case "resume":
     try container.resume()
     return "resumed"
+  case "host-handler":
+    var action = sigaction()
+    #if os(Linux)
+      action.__sigaction_handler.sa_handler = { _ in }
+    #else
+      action.__sigaction_u.__sa_handler = { _ in }
+    #endif
+    sigemptyset(&action.sa_mask)
+    action.sa_flags = SA_RESTART
+    guard sigaction(InterruptSignal.number, &action, nil) == 0 else { return "sigaction failed: errno \(errno)" }
+    return "installed"
+  case "timedlock":
+    let lock = try container.lock(words[1])
+    let timeout = Duration.milliseconds(Int(words[2])!)
+    let outcome = blocking { () -> Result<LockGuard, LiaisonError> in
+      do {
+        return .success(try await lock.lock(timeout: timeout))
+      } catch {
+        return .failure(error as! LiaisonError)
+      }
+    }
+    switch outcome {
+    case .success(let held):
+      guards[words[1]] = held
+      return "locked"
+    case .failure(let error) where error.code == .timedOut:
+      return "timedOut"
+    case .failure(let error):
+      throw error
+    }
   default:
     return "unknown command"
   }
@@ -472,7 +506,11 @@ func suspendedWaits(_ lock: ProcessLock, count: Int) -> String {
   }
   func cpuMilliseconds() -> Double {
     var usage = rusage()
-    getrusage(RUSAGE_SELF.rawValue, &usage)
+    #if os(Linux)
+      getrusage(RUSAGE_SELF.rawValue, &usage)  // an enum in Glibc
+    #else
+      getrusage(RUSAGE_SELF, &usage)  // an Int32 on Apple platforms
+    #endif
     return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000
       + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000
   }

@@ -256,7 +256,9 @@ struct HostileStoreFileTests {
   /// Listing the defaults domains and the mailboxes (what `liaison status` does) checks the store
   /// files without opening them: a read transaction open in this process keeps its SQLite lock on
   /// the store file (a descriptor closed on that file would drop it).
-  @Test func listingDomainsAndMailboxesKeepsAnOpenReadTransactionsLock() throws {
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)")) func listingDomainsAndMailboxesKeepsAnOpenReadTransactionsLock()
+    throws
+  {
     let container = try SharedContainer(directory: directory.path)
     try container.defaults("settings").set(1, for: DefaultsKey<Int>("volume"))
     try container.mailbox("inbox").send("hello")
@@ -390,7 +392,8 @@ struct HostileStoreFileTests {
   /// file drops every `fcntl` lock the process holds on it, and SQLite's locks on its `-shm` (which
   /// tell other processes that this one is reading) are such locks. Opening a database a second
   /// time in a process, or listing it, must leave them in place.
-  @Test func checkingTheFilesOfAnOpenDatabaseKeepsSQLitesLocks() throws {
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)")) func checkingTheFilesOfAnOpenDatabaseKeepsSQLitesLocks() throws
+  {
     let container = try SharedContainer(directory: directory.path)
     let journal = try container.database("journal", migrator: SQLiteDatabase.journalMigrator)
     try journal.pool.write { db in try db.execute(sql: "INSERT INTO item (name) VALUES ('x')") }
@@ -462,7 +465,9 @@ struct HostileStoreFileTests {
   /// A database deleted (or replaced) while a process has it open: SQLite would go on writing
   /// into the deleted file, and every write would vanish with the last process. Liaison checks
   /// before each commit that the path still names the file it opened, and refuses the write.
-  @Test(arguments: SQLiteDatabase.allCases, ["the database file", "its folder", ".liaison", "replaced"])
+  @Test(
+    .enabled(if: readsProc, "reads /proc (Linux)"), arguments: SQLiteDatabase.allCases,
+    ["the database file", "its folder", ".liaison", "replaced"])
   func aDatabaseDeletedWhileInUseRefusesWrites(_ database: SQLiteDatabase, _ deleted: String) throws {
     let container = try SharedContainer(directory: directory.path)
     let file = database.file.path(in: directory.path)

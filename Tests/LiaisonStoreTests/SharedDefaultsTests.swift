@@ -83,7 +83,8 @@ struct SharedDefaultsTests {
     return (refresher, countFile)
   }
 
-  @Test func aRefresherKilledMidRefreshIsTakenOverAtOnceByAWaitingProcess() throws {
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)"))
+  func aRefresherKilledMidRefreshIsTakenOverAtOnceByAWaitingProcess() throws {
     let (doomed, countFile) = try startHungRefresh()
     let waiter = try Peer(container: directory.path)
     waiter.child.write("drefresh auth token \(countFile)")
@@ -292,5 +293,42 @@ struct SharedDefaultsTests {
     #expect(answer.hasPrefix("error corrupt file"), "\(answer)")
     #expect(answer.contains("defaults.sqlite"))
     #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == damaged)
+  }
+
+  /// SQLite locks files for reads as well as writes, and iOS must not find a suspended process
+  /// holding or waiting for such a lock: `suspend()` waits for a store access in progress, and
+  /// refuses every access (a read that misses the cache too) until `resume()`.
+  @Test func suspendWaitsForAStoreWriteInProgressAndRefusesReadsAndWritesUntilResume() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let defaults = try container.defaults("app")
+    let uncached = try container.defaults("app")
+    let key = DefaultsKey<Int>("count")
+    try defaults.set(1, for: key)
+    // The domain's generation counter is odd from before a write's transaction until after it
+    // ended, whether it committed or not.
+    let slot = GenerationCounters.slot(for: "app")
+    let inTransaction = DispatchSemaphore(value: 0)
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+      _ = try? defaults.transaction { transaction in
+        inTransaction.signal()
+        try waitUntil("suspend() has started") { container.isSuspended }
+        for n in 2...50 { try transaction.set(n, for: key) }
+      }
+      done.signal()
+    }.start()
+    inTransaction.wait()
+    container.suspend()
+    #expect(defaults.store.generations.load(slot) & 1 == 0, "suspend() returned while a store write was in progress")
+    done.wait()
+    #expect(throws: LiaisonError.self) { _ = try uncached.get(key) }
+    #expect(throws: LiaisonError.self) { try defaults.set(3, for: key) }
+    do throws(LiaisonError) {
+      _ = try uncached.get(key)
+    } catch {
+      #expect(error.code == .suspended)
+    }
+    try container.resume()
+    #expect(try uncached.get(key) == 50)
   }
 }

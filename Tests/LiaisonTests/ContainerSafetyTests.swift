@@ -113,4 +113,17 @@ struct ContainerSafetyTests {
     let attributes = try FileManager.default.attributesOfItem(atPath: path)
     return (attributes[.posixPermissions] as! NSNumber).intValue & 0o777
   }
+
+  /// Only the missing folders of the container's path are made (inside the iOS sandbox, even a
+  /// `mkdir` on an existing folder above the container may be refused); the others keep their modes.
+  @Test func onlyTheMissingFoldersOfTheContainerPathAreMade() throws {
+    try setPermissions(directory.path, 0o755)
+    let path = directory.path + "/made/for/liaison"
+    _ = try SharedContainer(directory: path)
+    #expect(try permissionBits(directory.path) == 0o755)
+    for made in ["/made", "/made/for", "/made/for/liaison"] {
+      #expect(try permissionBits(directory.path + made) == 0o700, "\(made)")
+    }
+    _ = try SharedContainer(directory: path)  // all there: nothing to make
+  }
 }

@@ -165,6 +165,46 @@ struct PresenceTests {
     #expect(failures.withLock { $0 } == [])
   }
 
+  /// A renewal holds the presence's file lock for a moment (up to 100 ms while another holder
+  /// has it), and iOS must not find a suspended process holding or waiting for one: `suspend()`
+  /// waits for a renewal in progress, and none touches the file after it until `resume()`.
+  @Test func suspendWaitsForALeaseRenewalInProgressAndNoneRunsUntilResume() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let lease = try container.presence("sync").lease(for: .seconds(60))
+    // Another open file description of the presence file holds its lock (flock treats it as
+    // another holder), so the renewal keeps trying for its whole settle time.
+    let other = open(directory.path + "/.liaison/presence/sync", O_RDWR | O_CLOEXEC)
+    try #require(other >= 0)
+    defer { close(other) }
+    try #require(flock(other, LOCK_EX) == 0)
+    let outcome = Locked<LiaisonError.Code?>(nil)
+    let renewing = DispatchSemaphore(value: 0)
+    let renewed = DispatchSemaphore(value: 0)
+    Thread {
+      renewing.signal()
+      do throws(LiaisonError) {
+        try lease.renew()
+      } catch {
+        outcome.withLock { $0 = error.code }
+      }
+      renewed.signal()
+    }.start()
+    renewing.wait()
+    container.suspend()
+    // The lock comes free: a renewal still running after suspend() returned would take it now.
+    flock(other, LOCK_UN)
+    renewed.wait()
+    // Either suspend() waited for the renewal, which found the lock taken all along (the lease
+    // counts as lost), or the renewal came after it and was refused without touching the file.
+    let code = outcome.withLock { $0 }
+    #expect(
+      code == .leaseLost || code == .suspended,
+      "a renewal went on after suspend() returned (\(code.map { "\($0)" } ?? "renewed"))")
+    #expect(throws: LiaisonError.self) { try lease.renew() }
+    #expect(throws: LiaisonError.self) { _ = try container.presence("other").lease(for: .seconds(1)) }
+    try container.resume()
+  }
+
   @Test func badInfoAndLeaseDurationsAreRefused() throws {
     let container = try SharedContainer(directory: directory.path)
     let presence = try container.presence("p")

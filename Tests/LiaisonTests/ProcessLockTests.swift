@@ -8,7 +8,7 @@ import Testing
 struct ProcessLockTests {
   let directory = TemporaryDirectory()
 
-  @Test(arguments: ["sync", "async"])
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)"), arguments: ["sync", "async"])
   func killedHolderReleasesTheLockToAWaiterWithin100Milliseconds(_ form: String) throws {
     let holder = try Peer(container: directory.path)
     try #require(try holder.send("lock token-refresh") == "locked")
@@ -24,9 +24,24 @@ struct ProcessLockTests {
     #expect(elapsed < 100, "acquired \(elapsed) ms after SIGKILL")
   }
 
+  /// A host program may handle Liaison's interrupt signal itself with `SA_RESTART` (the Go runtime
+  /// handles SIGURG and every real-time signal so): a wait blocked in `flock` would then be
+  /// restarted after each signal, and no timeout, cancellation or `suspend()` could end it. The
+  /// wait polls instead: it still times out, and still takes the lock once it is released.
+  @Test func aHostHandlerWithSARestartForTheInterruptSignalNeitherHangsNorLosesTheLock() throws {
+    let holder = try Peer(container: directory.path)
+    try #require(try holder.send("lock contested") == "locked")
+    let waiter = try Peer(container: directory.path)
+    try #require(try waiter.send("host-handler") == "installed")
+    #expect(try waiter.send("timedlock contested 200", timeout: 20) == "timedOut")
+    waiter.child.write("timedlock contested 60000")
+    try holder.send("unlock contested")
+    #expect(try waiter.child.readLine(timeout: 20) == "ok locked")
+  }
+
   /// The tests above see a waiter asleep in the kernel through its line in the kernel's lock
   /// table; on a machine that holds many locks that line comes after the first 4 KiB of the table.
-  @Test func aBlockedWaiterIsSeenAmongHundredsOfOtherLocks() throws {
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)")) func aBlockedWaiterIsSeenAmongHundredsOfOtherLocks() throws {
     let holder = try Peer(container: directory.path)
     try #require(try holder.send("lock token-refresh") == "locked")
     // The crowd is held by the peer, not by this process: Foundation's Process.run reads past a
@@ -107,7 +122,8 @@ struct ProcessLockTests {
     #expect(try lock.tryLock() != nil)
   }
 
-  @Test func timedOutAndCancelledWaitsThrowAndLeaveNoDescriptorOrThread() throws {
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)"))
+  func timedOutAndCancelledWaitsThrowAndLeaveNoDescriptorOrThread() throws {
     let holder = try Peer(container: directory.path)
     try holder.send("lock busy")
     let observer = try Peer(container: directory.path)
@@ -152,7 +168,7 @@ struct ProcessLockTests {
     } throws: { ($0 as? LiaisonError)?.code == .invalidArgument }
   }
 
-  @Test func suspendReleasesHeldLocksAndEndsWaits() throws {
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)")) func suspendReleasesHeldLocksAndEndsWaits() throws {
     let container = try SharedContainer(directory: directory.path)
     let held = try #require(try container.lock("held-here").tryLock())
     let peer = try Peer(container: directory.path)

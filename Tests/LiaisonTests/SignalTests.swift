@@ -43,7 +43,7 @@ struct SignalTests {
     }
   }
 
-  @Test func oneProcessObserves200NamesWithOneWatcherThread() throws {
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)")) func oneProcessObserves200NamesWithOneWatcherThread() throws {
     let observer = try Peer(container: directory.path)
     #expect(try observer.send("threads-named liaison-events") == "0")
     try observer.send("observe-many name 200")
@@ -88,7 +88,7 @@ struct SignalTests {
     #expect(try folderSnapshot() == before)
   }
 
-  @Test func endingObservationsReturnsDescriptorsAndThreads() throws {
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)")) func endingObservationsReturnsDescriptorsAndThreads() throws {
     let peer = try Peer(container: directory.path)
     let report = try peer.send("signal-residue residue").split(separator: " ")
     #expect(report[0] == report[2], "descriptors before \(report[0]), after \(report[2])")
@@ -96,7 +96,9 @@ struct SignalTests {
     #expect(report[4] == "liaison-threads=0")
   }
 
-  @Test func aPresenceWatchEndedAfterItsLeaseLapsedLeavesNoThread() throws {
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)")) func aPresenceWatchEndedAfterItsLeaseLapsedLeavesNoThread()
+    throws
+  {
     let peer = try Peer(container: directory.path)
     #expect(try peer.send("lapse-residue brief") == "liaison-threads=0")
   }

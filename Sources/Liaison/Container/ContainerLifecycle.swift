@@ -7,11 +7,20 @@
 /// Something this process holds or waits for in a container, which ``SharedContainer/suspend()``
 /// must give up.
 protocol SuspensionParticipant: AnyObject, Sendable {
-  /// Gives up what is held or waited for. Called outside the lifecycle's lock.
+  /// Gives up what is held or waited for, or starts to, without waiting for anything another
+  /// participant gives up (a wait for a lock ends only when its own participant is suspended).
+  /// Called outside the lifecycle's lock.
   func suspend()
+  /// Waits until what ``suspend()`` started is over: called once every participant's `suspend()`
+  /// has returned. Does nothing by default.
+  func finishSuspending()
   /// Takes back what `suspend` gave up, if it is something that is taken back (a claim); throws
   /// when that is no longer possible.
   func resume() throws(LiaisonError)
+}
+
+extension SuspensionParticipant {
+  func finishSuspending() {}
 }
 
 /// The suspend / resume state that every `SharedContainer` value on one folder shares in this
@@ -46,7 +55,7 @@ final class ContainerLifecycle: Sendable {
     case .success(let status): info = status
     case .failure(let error): throw LiaisonError.system(error, "inspect", path: folder.path)
     }
-    let identity = Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    let identity = Identity(device: info.deviceNumber, inode: UInt64(info.st_ino))
     return registry.withLock { lifecycles in
       if let existing = lifecycles[identity], !existing.folder.isDeleted { return existing.lifecycle }
       let created = ContainerLifecycle()
@@ -65,6 +74,22 @@ final class ContainerLifecycle: Sendable {
       if state.suspended { return false }
       state.members[ObjectIdentifier(participant)] = Member(participant: participant)
       return true
+    }
+  }
+
+  /// Adds `participant` even while the container is suspended, and brings it to the container's
+  /// state: suspended (both phases) if the container is. Runs under the transition lock, so that
+  /// no suspend or resume interleaves.
+  func admit(_ participant: any SuspensionParticipant) {
+    transition.withLock { _ in
+      let suspended = state.withLock { state in
+        state.members[ObjectIdentifier(participant)] = Member(participant: participant)
+        return state.suspended
+      }
+      if suspended {
+        participant.suspend()
+        participant.finishSuspending()
+      }
     }
   }
 
@@ -87,6 +112,7 @@ final class ContainerLifecycle: Sendable {
       return state.members.values.compactMap(\.participant)
     }
     for participant in participants { participant.suspend() }
+    for participant in participants { participant.finishSuspending() }
   }
 
   private func resumeParticipants() throws(LiaisonError) {
@@ -124,10 +150,16 @@ extension SharedContainer {
   ///   mutual exclusion, so finish such work before suspending;
   /// - ends every wait for a lock, which throws ``LiaisonError/Code/suspended``;
   /// - releases every presence claim, remembering it so that ``resume()`` takes it back;
-  /// - refuses new locks and claims with ``LiaisonError/Code/suspended`` until ``resume()``.
+  /// - waits for a lease renewal in progress (it holds the presence's lock for a moment) and
+  ///   stops renewals until ``resume()``, which renews at once; a lease may lapse meanwhile;
+  /// - in LiaisonStore, ends the store's and shared databases' accesses in progress and refuses
+  ///   new ones, so that SQLite holds and waits for no lock in the container;
+  /// - refuses new locks, claims and leases with ``LiaisonError/Code/suspended`` until
+  ///   ``resume()``.
   ///
-  /// Leases hold no lock and need no suspending: they lapse by themselves if not renewed.
-  /// Calling `suspend()` twice is harmless. It affects every `SharedContainer` value on the
+  /// When it returns, this process holds and waits for no lock in the container. It waits for the
+  /// store accesses it interrupts, so do not call it from inside one (a defaults transaction's
+  /// body), where it would wait for itself. Calling `suspend()` twice is harmless. It affects every `SharedContainer` value on the
   /// same folder in this process, and nothing in other processes.
   public func suspend() {
     lifecycle.suspend()
@@ -151,29 +183,38 @@ extension SharedContainer {
 /// database posts GRDB's suspension notifications). Registered while this object lives.
 package final class SuspensionHandlers: SuspensionParticipant {
   private let onSuspend: @Sendable () -> Void
+  private let onFinish: @Sendable () -> Void
   private let onResume: @Sendable () -> Void
   private let lifecycle: ContainerLifecycle
 
-  init(lifecycle: ContainerLifecycle, suspend: @escaping @Sendable () -> Void, resume: @escaping @Sendable () -> Void) {
+  init(
+    lifecycle: ContainerLifecycle, suspend: @escaping @Sendable () -> Void,
+    finish: @escaping @Sendable () -> Void, resume: @escaping @Sendable () -> Void
+  ) {
     self.lifecycle = lifecycle
     onSuspend = suspend
+    onFinish = finish
     onResume = resume
   }
 
   deinit { lifecycle.leave(self) }
 
   func suspend() { onSuspend() }
+  func finishSuspending() { onFinish() }
   func resume() throws(LiaisonError) { onResume() }
 }
 
 extension SharedContainer {
   /// Runs `suspend` on ``suspend()`` and `resume` on ``resume()`` for as long as the returned
-  /// object lives.
+  /// object lives; `finish`, after every part of the container has run its `suspend`, waits for
+  /// what `suspend` started to end. If the container is suspended already, `suspend` and
+  /// `finish` run at once.
   package func registerSuspensionHandlers(
-    suspend: @escaping @Sendable () -> Void, resume: @escaping @Sendable () -> Void
+    suspend: @escaping @Sendable () -> Void, finish: @escaping @Sendable () -> Void = {},
+    resume: @escaping @Sendable () -> Void
   ) -> SuspensionHandlers {
-    let handlers = SuspensionHandlers(lifecycle: lifecycle, suspend: suspend, resume: resume)
-    _ = lifecycle.join(handlers)
+    let handlers = SuspensionHandlers(lifecycle: lifecycle, suspend: suspend, finish: finish, resume: resume)
+    lifecycle.admit(handlers)
     return handlers
   }
 }

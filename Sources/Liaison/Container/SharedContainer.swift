@@ -124,15 +124,21 @@ public final class SharedContainer: Sendable {
     Presence(name: try LiaisonName(name), container: self)
   }
 
-  /// Creates `path` and any missing parents, each 0700.
+  /// Creates `path` and any missing parents, each 0700: only the missing tail. The folders that
+  /// exist are not touched, not even by a `mkdir` that would fail: inside the iOS sandbox one on a
+  /// folder above the container is refused (`EPERM`, not `EEXIST`) or reported as a violation.
   private static func makeDirectories(_ path: String) throws(LiaisonError) {
-    var prefix = path.hasPrefix("/") ? "/" : ""
-    for component in path.split(separator: "/") {
-      prefix += component
-      if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
-        throw LiaisonError.system(currentErrno(), "create the container folder", path: prefix)
-      }
-      prefix += "/"
+    let components = path.split(separator: "/")
+    let root = path.hasPrefix("/") ? "/" : ""
+    func prefix(_ count: Int) -> String { root + components.prefix(count).joined(separator: "/") }
+    // The longest prefix known to exist; an error other than "missing" stops the search, and the
+    // mkdir below then reports it.
+    var existing = components.count
+    var info = stat()
+    while existing > 0 && stat(prefix(existing), &info) != 0 && errno == ENOENT { existing -= 1 }
+    guard existing < components.count else { return }
+    for count in (existing + 1)...components.count where mkdir(prefix(count), 0o700) != 0 && errno != EEXIST {
+      throw LiaisonError.system(currentErrno(), "create the container folder", path: prefix(count))
     }
   }
 }

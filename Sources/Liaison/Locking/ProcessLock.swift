@@ -228,10 +228,18 @@ public final class ProcessLock: Sendable {
   }
 
   /// The waiting loop: blocks in `flock` until the lock is taken or the wait is interrupted.
+  ///
+  /// Where the interrupt signal cannot be used (``InterruptibleWait/canBlock``), it polls with
+  /// `LOCK_NB` instead, pausing between attempts: a release is then seen within the pause (at
+  /// most 5 ms) rather than at once, and an interruption likewise.
   private static func blockingLock(fd: CInt, mode: LockMode, wait: InterruptibleWait) -> WaitOutcome {
+    let operation = wait.canBlock ? mode.operation : mode.operation | LOCK_NB
+    var pause: UInt32 = 50
     while true {
       if let reason = wait.interruption { return .interrupted(reason) }
-      switch Syscall.lock(fd, mode.operation) {
+      switch Syscall.lock(fd, operation) {
+      case .success(false):
+        pause = InterruptibleWait.pause(pause)
       case .success:
         if let reason = wait.interruption {
           Syscall.unlock(fd)

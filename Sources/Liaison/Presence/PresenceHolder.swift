@@ -170,6 +170,9 @@ package enum PresenceRecord {
       out.append(value)
       bytes = bytes.dropFirst(2)
     }
-    return String(validating: out, as: UTF8.self)
+    // `String(validating:as:)` would say this in one call, but needs macOS 15 / iOS 18: decoding
+    // repairs invalid UTF-8, so a decoding that does not give the same bytes back was invalid.
+    let text = String(decoding: out, as: UTF8.self)
+    return text.utf8.elementsEqual(out) ? text : nil
   }
 }

@@ -8,12 +8,24 @@ import Dispatch
 
 /// A lease on a ``Presence``: valid for a stated time, renewed by a heartbeat, holding no lock
 /// between renewals. See ``Presence/lease(for:info:)``.
+///
+/// The heartbeat renews every third of the duration, on a strict timer (Dispatch's `.strict`
+/// flag: the system does its best to keep to a 1 ms leeway even where it would coalesce timers,
+/// as App Nap does) at user-initiated quality of service. So the lease lapses only if the process
+/// does not run for two thirds of the duration: when it is suspended (iOS), stopped, or throttled
+/// for that long. A macOS process that must keep its lease while in the background keeps App Nap
+/// away with `ProcessInfo.beginActivity(options:reason:)`.
+///
+/// ``SharedContainer/suspend()`` waits for a renewal in progress to end, and none starts until
+/// ``SharedContainer/resume()``, which renews at once: a suspended process takes no lock for its
+/// leases, which may lapse meanwhile.
 public final class PresenceLease: Sendable {
   private struct State {
     var descriptor: CInt?
     var held = false
     var expiry: UInt64 = 0
     var heartbeat: DispatchSourceTimer?
+    var suspended = false
   }
 
   /// The presence leased.
@@ -45,10 +57,18 @@ public final class PresenceLease: Sendable {
   /// - Throws: ``LiaisonError/Code/leaseLost`` when the lease was released, or when another
   ///   holder took the presence after this lease lapsed; other errors when the file cannot be
   ///   read or written (the lease stays as it was and may lapse).
+  /// - Throws: ``LiaisonError/Code/suspended`` while the container is suspended.
   public func renew() throws(LiaisonError) {
+    // The whole renewal runs under the state lock, which suspend() takes: it waits for a renewal
+    // in progress, and a renewal that starts after it sees the flag.
     try state.withLock { state throws(LiaisonError) in
       guard let fd = state.descriptor else {
         throw LiaisonError(.leaseLost, "The lease on '\(presence.name)' was released; lease the presence again.")
+      }
+      if state.suspended {
+        throw LiaisonError(
+          .suspended,
+          "The container is suspended, so the lease on '\(presence.name)' is not renewed. Call resume() first.")
       }
       let found: PresenceRecord.Decoded
       do throws(LiaisonError) {
@@ -73,11 +93,13 @@ public final class PresenceLease: Sendable {
   }
 
   /// Gives the lease up at once (it does not wait to lapse). Calling it again does nothing.
+  /// While the container is suspended it only stops the heartbeat, taking no lock: the lease then
+  /// lapses at its expiry.
   public func release() {
     let timer = state.withLock { state -> DispatchSourceTimer? in
       state.held = false
       if let fd = state.descriptor.take() {
-        if case .holder(let holder) = try? presence.lockRecord(fd), holder.leaseToken == token {
+        if !state.suspended, case .holder(let holder) = try? presence.lockRecord(fd), holder.leaseToken == token {
           try? presence.writeRecord(fd, nil)
         }
         Syscall.unlock(fd)  // explicitly: see PresenceClaim.release()
@@ -86,11 +108,23 @@ public final class PresenceLease: Sendable {
       return state.heartbeat.take()
     }
     timer?.cancel()
+    presence.container.lifecycle.leave(self)
   }
 
   /// Takes the lease and starts the heartbeat.
   func start() throws(LiaisonError) {
-    let fd = try presence.openFile()
+    guard presence.container.lifecycle.join(self) else {
+      throw LiaisonError(
+        .suspended,
+        "The container is suspended, so the presence '\(presence.name)' cannot be leased. Call resume() first.")
+    }
+    let fd: CInt
+    do throws(LiaisonError) {
+      fd = try presence.openFile()
+    } catch {
+      presence.container.lifecycle.leave(self)
+      throw error
+    }
     state.withLock { $0.descriptor = fd }
     do throws(LiaisonError) {
       try renew()
@@ -102,7 +136,7 @@ public final class PresenceLease: Sendable {
     }
     let interval = DispatchTimeInterval.nanoseconds(Int(clamping: duration.clampedNanoseconds / 3))
     state.withLock { state in
-      let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global())
+      let timer = DispatchSource.makeTimerSource(flags: .strict, queue: DispatchQueue.global(qos: .userInitiated))
       timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(1))
       timer.setEventHandler { [weak self] in self?.heartbeat() }
       timer.resume()
@@ -111,14 +145,13 @@ public final class PresenceLease: Sendable {
   }
 
   private func heartbeat() {
-    // A suspended process takes no lock, not even for a moment.
-    guard !presence.container.isSuspended else { return }
     do throws(LiaisonError) {
       try renew()
     } catch  where error.code == .leaseLost {
       state.withLock { $0.heartbeat.take() }?.cancel()
     } catch {
-      // A passing failure (the disk, a busy file): the next beat tries again; the lease may lapse.
+      // Suspended, or a passing failure (the disk, a busy file): the next beat tries again; the
+      // lease may lapse.
     }
   }
 
@@ -127,6 +160,20 @@ public final class PresenceLease: Sendable {
       .leaseLost,
       "The lease on '\(presence.name)' lapsed and another holder took the presence. \(reason)",
       path: presence.path)
+  }
+}
+
+extension PresenceLease: SuspensionParticipant {
+  /// Waits for a renewal in progress (it holds the state lock) and lets no other start.
+  func suspend() {
+    state.withLock { $0.suspended = true }
+  }
+
+  /// Lets renewals run again, and renews now: the lease may have lapsed while suspended. A lease
+  /// lost meanwhile is reported by ``isHeld`` and by the next ``renew()``, not here.
+  func resume() throws(LiaisonError) {
+    state.withLock { $0.suspended = false }
+    try? renew()
   }
 }
 

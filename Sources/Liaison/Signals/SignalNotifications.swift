@@ -35,6 +35,8 @@ public struct SignalNotifications: AsyncSequence, Sendable {
       await base.next()
     }
 
+    // The stream's own `next(isolation:)` is newer than the package's minimum platforms.
+    @available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
     public mutating func next(isolation actor: isolated (any Actor)?) async -> SignalNotification? {
       await base.next(isolation: actor)
     }

@@ -21,6 +21,11 @@ import SystemPackage
 /// lost, the interrupter sends it again every millisecond until the wait reports that it ended.
 /// That repetition is on the interruption path only: a release wakes the waiter through the
 /// kernel, at once.
+///
+/// When the signal cannot be used (the program handles it itself, for instance with
+/// `SA_RESTART`, which would restart the call instead of interrupting it), ``canBlock`` is
+/// `false`: the body must not block, and polls instead (see ``pause(_:)``); interruptions are
+/// then seen at its next check, without any signal.
 final class InterruptibleWait: Sendable {
   enum Reason: Sendable {
     case cancelled, timedOut, suspended
@@ -31,12 +36,24 @@ final class InterruptibleWait: Sendable {
     var thread: pthread_t?
     var finished = false
     var spawned = false
+    var canBlock = true
   }
 
   private let state = Locked(State())
 
   /// Why the wait was interrupted, or `nil` while it was not.
   var interruption: Reason? { state.withLock { $0.reason } }
+
+  /// Whether the body may block in a system call: `false` when the interrupt signal cannot
+  /// interrupt one in this process, so the body polls. Set before the body runs.
+  var canBlock: Bool { state.withLock { $0.canBlock } }
+
+  /// The pause between two polls of a wait that cannot block: from 50 µs, doubling to 5 ms, so
+  /// that a short wait ends soon and a long one costs little CPU. Returns the next pause.
+  static func pause(_ microseconds: UInt32) -> UInt32 {
+    usleep(microseconds)
+    return min(microseconds * 2, 5_000)
+  }
 
   /// Asks the wait to stop. The first reason given wins; later calls do nothing.
   ///
@@ -46,17 +63,21 @@ final class InterruptibleWait: Sendable {
     let shouldSignal = state.withLock { state -> Bool in
       guard !state.finished, state.reason == nil else { return false }
       state.reason = reason
-      return state.thread != nil
+      // A body that cannot block sees the reason at its next poll; no signal is sent.
+      return state.thread != nil && state.canBlock
     }
     if shouldSignal { signalUntilFinished() }
   }
 
   /// Runs `body` on the calling thread, interruptibly.
   func run<T>(_ body: () -> T) -> T {
-    InterruptSignal.installHandler()
+    let canBlock = InterruptSignal.isUsable
     // A reason set before this line is seen by the body before it blocks; one set after is
     // signalled.
-    state.withLock { $0.thread = pthread_self() }
+    state.withLock {
+      $0.thread = pthread_self()
+      $0.canBlock = canBlock
+    }
     let result = InterruptSignal.unblocked(body)
     state.withLock { $0.finished = true }
     return result
@@ -69,7 +90,7 @@ final class InterruptibleWait: Sendable {
   func spawn<T: Sendable>(
     _ body: @escaping @Sendable () -> T, unstarted: @escaping @Sendable (Errno) -> T
   ) async -> T {
-    InterruptSignal.installHandler()
+    let canBlock = InterruptSignal.isUsable
     return await withCheckedContinuation { continuation in
       // The thread records itself before it runs `body`, hence before the result can reach the
       // caller, so `join()` always finds it.
@@ -80,6 +101,7 @@ final class InterruptibleWait: Sendable {
         self.state.withLock {
           $0.thread = pthread_self()
           $0.spawned = true
+          $0.canBlock = canBlock
         }
         let result = InterruptSignal.unblocked(body)
         self.state.withLock { $0.finished = true }
@@ -122,8 +144,13 @@ final class InterruptibleWait: Sendable {
 /// real-time signal that the C library, Dispatch and the Swift runtime leave alone; on Apple
 /// platforms, which have no real-time signals, it is `SIGURG`, whose default action is to be
 /// ignored.
-enum InterruptSignal {
-  static var number: CInt {
+///
+/// A program may handle that signal itself (the Go runtime handles `SIGURG` and every real-time
+/// signal, with `SA_RESTART`), before Liaison or after. Liaison then never sends it (the
+/// program's handler would run for it) and its waits poll instead of blocking: see
+/// ``isUsable``.
+package enum InterruptSignal {
+  package static var number: CInt {
     #if os(Linux)
       __libc_current_sigrtmax() - 3
     #else
@@ -131,25 +158,41 @@ enum InterruptSignal {
     #endif
   }
 
-  private static let installed: Bool = {
+  private static let handler: @convention(c) (CInt) -> Void = { _ in }
+
+  private static let installed: Void = {
     var current = sigaction()
     sigaction(number, nil, &current)
-    var action = sigaction()
     // SIG_DFL is 0 and SIG_IGN is 1; anything else is a handler the program installed.
+    guard handlerAddress(current) <= 1 else { return }
+    var action = sigaction()
     #if os(Linux)
-      if unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self) > 1 { return false }
-      action.__sigaction_handler.sa_handler = { _ in }
+      action.__sigaction_handler.sa_handler = handler
     #else
-      if unsafeBitCast(current.__sigaction_u.__sa_handler, to: Int.self) > 1 { return false }
-      action.__sigaction_u.__sa_handler = { _ in }
+      action.__sigaction_u.__sa_handler = handler
     #endif
     sigemptyset(&action.sa_mask)
     action.sa_flags = 0
-    return sigaction(number, &action, nil) == 0
+    sigaction(number, &action, nil)
   }()
 
-  /// Installs the no-op handler the first time it is needed.
-  static func installHandler() { _ = installed }
+  /// Whether a blocked system call can be interrupted with the signal: Liaison's handler is the
+  /// one installed (installing it the first time), without `SA_RESTART`. Checked at each wait, so
+  /// that a handler the program installs later is noticed.
+  static var isUsable: Bool {
+    _ = installed
+    var current = sigaction()
+    guard sigaction(number, nil, &current) == 0 else { return false }
+    return handlerAddress(current) == unsafeBitCast(handler, to: Int.self) && current.sa_flags & SA_RESTART == 0
+  }
+
+  private static func handlerAddress(_ action: sigaction) -> Int {
+    #if os(Linux)
+      unsafeBitCast(action.__sigaction_handler.sa_handler, to: Int.self)
+    #else
+      unsafeBitCast(action.__sigaction_u.__sa_handler, to: Int.self)
+    #endif
+  }
 
   /// Runs `body` with the signal unblocked on this thread. Threads inherit their creator's
   /// signal mask, and Dispatch's worker threads block nearly every signal.

@@ -24,6 +24,13 @@ func retryOnInterrupt<T: FixedWidthInteger>(_ body: () -> T) -> T {
   }
 }
 
+extension stat {
+  /// The file's device number, as the same `UInt64` in every process. `dev_t` is unsigned on Linux
+  /// but an `Int32` on Apple platforms, where `UInt64(st_dev)` would trap on a negative device
+  /// number; its bits are kept instead.
+  package var deviceNumber: UInt64 { UInt64(truncatingIfNeeded: st_dev) }
+}
+
 enum Syscall {
   /// `openat(2)` relative to a directory descriptor.
   static func openAt(_ directory: CInt, _ name: String, _ flags: CInt, _ mode: mode_t = 0) -> Result<CInt, Errno> {

@@ -32,7 +32,7 @@ final class GenerationCounters: @unchecked Sendable {
     var info = stat()
     fstat(fd, &info)
     // Allocated, not just sized: a sparse page on a full disk would fault (SIGBUS) on first write.
-    if info.st_size < Self.size, case let error = posix_fallocate(fd, 0, off_t(Self.size)), error != 0 {
+    if info.st_size < Self.size, let error = Self.allocate(fd, from: Int(info.st_size)) {
       flock(fd, LOCK_UN)
       throw LiaisonError(.system, "Could not allocate the counters file '\(path)'; check the disk.", path: path)
         .withErrno(error)
@@ -46,6 +46,23 @@ final class GenerationCounters: @unchecked Sendable {
   }
 
   deinit { munmap(words, Self.size) }
+
+  /// Writes zeros from `start` to the end of the counters, so that every block is allocated
+  /// (`posix_fallocate` does the same on Linux, but Apple platforms have no such call). The
+  /// counters already there are left as they are. Returns the error, or `nil`.
+  private static func allocate(_ fd: CInt, from start: Int) -> CInt? {
+    let zeros = [UInt8](repeating: 0, count: size)
+    var offset = max(start, 0)
+    while offset < size {
+      let written = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress!, size - offset, off_t(offset)) }
+      if written < 0 {
+        if errno == EINTR { continue }
+        return errno
+      }
+      offset += written
+    }
+    return nil
+  }
 
   /// The slot that `name` uses.
   static func slot(for name: String) -> Int {

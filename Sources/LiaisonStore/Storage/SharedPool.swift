@@ -79,7 +79,7 @@ final class DeletedDatabaseGuard: TransactionObserver, Sendable {
     self.folder = folder
     self.file = file
     guard let info = try folder.inspectFile(file) else { throw Self.deleted(folder.path(of: file), missing: true) }
-    device = UInt64(info.st_dev)
+    device = info.deviceNumber
     inode = UInt64(info.st_ino)
   }
 
@@ -91,7 +91,7 @@ final class DeletedDatabaseGuard: TransactionObserver, Sendable {
   func databaseWillCommit() throws {
     var info = stat()
     let found = fstatat(folder.descriptor, file, &info, AT_SYMLINK_NOFOLLOW) == 0
-    if found && UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode { return }
+    if found && info.deviceNumber == device && UInt64(info.st_ino) == inode { return }
     throw Self.deleted(folder.path(of: file), missing: !found)
   }
 

@@ -15,15 +15,24 @@ final class StoreDatabase: Sendable {
   let folder: PrivateFolder
   let generations: GenerationCounters
   private let writeLock: ProcessLock
+  private let suspension: StoreSuspension
+  /// Keeps the suspension's handlers registered with the container.
+  private let suspensionHandlers: SuspensionHandlers
 
   private init(
-    pool: DatabasePool, path: String, folder: PrivateFolder, generations: GenerationCounters, writeLock: ProcessLock
+    pool: DatabasePool, path: String, folder: PrivateFolder, generations: GenerationCounters, writeLock: ProcessLock,
+    suspension: StoreSuspension, container: SharedContainer
   ) {
     self.pool = pool
     self.path = path
     self.folder = folder
     self.generations = generations
     self.writeLock = writeLock
+    self.suspension = suspension
+    suspensionHandlers = container.registerSuspensionHandlers(
+      suspend: { suspension.suspend(interrupt: pool.interrupt) },
+      finish: suspension.waitUntilIdle,
+      resume: suspension.resume)
   }
 
   private static let registry = Locked<[String: StoreDatabase]>([:])
@@ -65,11 +74,15 @@ final class StoreDatabase: Sendable {
   private static func open(
     _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator
   ) throws(LiaisonError) -> StoreDatabase {
+    let path = folder.path(of: name + ".sqlite")
+    let suspension = StoreSuspension(path: path)
     var configuration = Configuration()
     // Liaison's writers never contend inside SQLite (the process lock serialises them). Writers
     // that skip the lock (the sqlite3 shell) still get waited for, up to 10 s, and each wait
-    // is counted: the tests check that Liaison's own writers cause none.
+    // is counted: the tests check that Liaison's own writers cause none. A suspended container
+    // waits for no lock.
     configuration.busyMode = .callback { attempts in
+      if suspension.isSuspended { return false }
       StoreDatabase.busyWaits.withLock { $0 += 1 }
       usleep(1_000)
       return attempts < 10_000
@@ -79,14 +92,16 @@ final class StoreDatabase: Sendable {
     // then costs no fsync.
     configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
     configuration.label = "Liaison.\(name)"
+    // An app that posts GRDB's `Database.suspendNotification` itself, as GRDB documents for iOS,
+    // suspends the store's databases too. `SharedContainer.suspend()` does more (StoreSuspension).
+    configuration.observesSuspensionNotifications = true
     let writeLock = ProcessLock(name: try LiaisonName(name + ".write"), folder: folder, container: container)
     let (pool, _) = try SharedPool.open(
       name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, lock: writeLock)
-    let path = folder.path(of: name + ".sqlite")
-    let database = StoreDatabase(
+    return StoreDatabase(
       pool: pool, path: path, folder: folder,
-      generations: try GenerationCounters(folder: folder, name: name + ".generations"), writeLock: writeLock)
-    return database
+      generations: try GenerationCounters(folder: folder, name: name + ".generations"), writeLock: writeLock,
+      suspension: suspension, container: container)
   }
 
   /// Runs `body` in a write transaction, holding the store's process lock, with the counter
@@ -102,8 +117,13 @@ final class StoreDatabase: Sendable {
   /// bodies that users write.
   ///
   /// - Throws: ``LiaisonError/Code/invalidArgument`` when called from inside another write of
-  ///   this store on the same thread (it would wait for its own lock forever).
+  ///   this store on the same thread (it would wait for its own lock forever);
+  ///   ``LiaisonError/Code/suspended`` while the container is suspended (see ``StoreSuspension``).
   func write<T>(slot: Int? = nil, _ body: (Database) throws -> T) throws(LiaisonError) -> T {
+    try suspension.access { () throws(LiaisonError) -> T in try writeNow(slot: slot, body) }
+  }
+
+  private func writeNow<T>(slot: Int?, _ body: (Database) throws -> T) throws(LiaisonError) -> T {
     let thread = ObjectIdentifier(Thread.current)
     let nested = Self.writingThreads.withLock { !$0.insert(thread).inserted }
     if nested {
@@ -142,14 +162,14 @@ final class StoreDatabase: Sendable {
 
   /// Runs `body` in a read transaction; never waits for writers.
   func read<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
-    try translatingErrors { try pool.read(body) }
+    try suspension.access { () throws(LiaisonError) -> T in try translatingErrors { try pool.read(body) } }
   }
 
   /// Runs `body`, which must run **one** `SELECT`, outside a transaction: the statement alone
   /// sees one snapshot of the database, so it needs no read transaction (nor GRDB's switch to
   /// read-only mode around it), which halves the cost of a small read.
   func readOneStatement<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
-    try translatingErrors { try pool.unsafeRead(body) }
+    try suspension.access { () throws(LiaisonError) -> T in try translatingErrors { try pool.unsafeRead(body) } }
   }
 
   /// Runs `body`, passing a ``LiaisonError`` on as it is and turning any other error into one
