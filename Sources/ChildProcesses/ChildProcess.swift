@@ -94,7 +94,8 @@ public final class ChildProcess: @unchecked Sendable {
     }
     defer { for case let pipe? in pipes { _ = close(pipe.child) } }
 
-    var actions = Self.fileActions()
+    var actions = noFileActions
+    posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
     for (target, stream) in [(0, input), (1, output), (2, errors)] {
       switch stream {
@@ -107,7 +108,8 @@ public final class ChildProcess: @unchecked Sendable {
         break
       }
     }
-    var attributes = Self.spawnAttributes()
+    var attributes = noAttributes
+    Self.configure(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
 
     let argv = ([executable] + arguments).map { strdup($0) } + [nil]
@@ -262,53 +264,19 @@ public final class ChildProcess: @unchecked Sendable {
     return childReads ? (fds[1], fds[0]) : (fds[0], fds[1])
   }
 
-  #if canImport(Darwin)
-    private static func fileActions() -> posix_spawn_file_actions_t? {
-      var actions: posix_spawn_file_actions_t?
-      posix_spawn_file_actions_init(&actions)
-      return actions
-    }
-  #else
-    private static func fileActions() -> posix_spawn_file_actions_t {
-      var actions = posix_spawn_file_actions_t()
-      posix_spawn_file_actions_init(&actions)
-      return actions
-    }
-  #endif
-
-  /// No signal blocked, every signal's action the default, and no new process group or session.
-  #if canImport(Darwin)
-    private static func spawnAttributes() -> posix_spawnattr_t? {
-      var attributes: posix_spawnattr_t?
-      configure(&attributes)
-      return attributes
-    }
-  #else
-    private static func spawnAttributes() -> posix_spawnattr_t {
-      var attributes = posix_spawnattr_t()
-      configure(&attributes)
-      return attributes
-    }
-  #endif
-
-  #if canImport(Darwin)
-    private static func configure(_ attributes: inout posix_spawnattr_t?) {
-      posix_spawnattr_init(&attributes)
-      var (none, all) = signalSets()
-      posix_spawnattr_setsigmask(&attributes, &none)
-      posix_spawnattr_setsigdefault(&attributes, &all)
-      let flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_CLOEXEC_DEFAULT
-      posix_spawnattr_setflags(&attributes, Int16(flags))
-    }
-  #else
-    private static func configure(_ attributes: inout posix_spawnattr_t) {
-      posix_spawnattr_init(&attributes)
-      var (none, all) = signalSets()
-      posix_spawnattr_setsigmask(&attributes, &none)
-      posix_spawnattr_setsigdefault(&attributes, &all)
-      posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-    }
-  #endif
+  /// No signal blocked, every signal's action the default, and no new process group or session;
+  /// on Darwin, which has no `pipe2`, no descriptor inherited but the three streams.
+  private static func configure(_ attributes: inout SpawnAttributes) {
+    posix_spawnattr_init(&attributes)
+    var (none, all) = signalSets()
+    posix_spawnattr_setsigmask(&attributes, &none)
+    posix_spawnattr_setsigdefault(&attributes, &all)
+    var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+    #if canImport(Darwin)
+      flags |= POSIX_SPAWN_CLOEXEC_DEFAULT
+    #endif
+    posix_spawnattr_setflags(&attributes, Int16(flags))
+  }
 
   /// The empty set (the mask) and every signal whose action can be set (the defaults).
   private static func signalSets() -> (none: sigset_t, all: sigset_t) {
@@ -367,6 +335,19 @@ public func writeAll(_ fd: CInt, _ bytes: [UInt8]) {
     written += n
   }
 }
+
+// posix_spawn's two attribute types: opaque pointers on Darwin, structures in glibc.
+#if canImport(Darwin)
+  typealias SpawnFileActions = posix_spawn_file_actions_t?
+  typealias SpawnAttributes = posix_spawnattr_t?
+  private var noFileActions: SpawnFileActions { nil }
+  private var noAttributes: SpawnAttributes { nil }
+#else
+  typealias SpawnFileActions = posix_spawn_file_actions_t
+  typealias SpawnAttributes = posix_spawnattr_t
+  private var noFileActions: SpawnFileActions { SpawnFileActions() }
+  private var noAttributes: SpawnAttributes { SpawnAttributes() }
+#endif
 
 private func currentEnvironment() -> UnsafePointer<UnsafeMutablePointer<CChar>?> {
   #if canImport(Darwin)
