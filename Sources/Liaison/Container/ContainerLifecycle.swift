@@ -55,7 +55,7 @@ final class ContainerLifecycle: Sendable {
     case .success(let status): info = status
     case .failure(let error): throw LiaisonError.system(error, "inspect", path: folder.path)
     }
-    let identity = Identity(device: info.deviceNumber, inode: UInt64(info.st_ino))
+    let identity = Identity(device: deviceNumber(info.st_dev), inode: UInt64(info.st_ino))
     return registry.withLock { lifecycles in
       if let existing = lifecycles[identity], !existing.folder.isDeleted { return existing.lifecycle }
       let created = ContainerLifecycle()

@@ -56,7 +56,7 @@ package final class PrivateFolder: Sendable {
       Syscall.close(fd)
       throw error
     }
-    return PrivateFolder(descriptor: fd, path: path, identity: "\(info.deviceNumber).\(info.st_ino)")
+    return PrivateFolder(descriptor: fd, path: path, identity: "\(deviceNumber(info.st_dev)).\(info.st_ino)")
   }
 
   /// Opens the folder `name` inside the directory `parent` if it exists, creating nothing.

@@ -153,7 +153,7 @@ package final class SignalFile: Sendable {
     path = folder.path(of: name.rawValue)
     doorbell = folder.doorbell(for: "signals." + name.rawValue)
     switch Syscall.status(descriptor) {
-    case .success(let info): key = FileKey(device: info.deviceNumber, inode: UInt64(info.st_ino))
+    case .success(let info): key = FileKey(device: deviceNumber(info.st_dev), inode: UInt64(info.st_ino))
     case .failure(let error):
       Syscall.close(descriptor)
       throw LiaisonError.system(error, "inspect", path: path)

@@ -24,12 +24,14 @@ func retryOnInterrupt<T: FixedWidthInteger>(_ body: () -> T) -> T {
   }
 }
 
-extension stat {
-  /// The file's device number, as the same `UInt64` in every process. `dev_t` is unsigned on Linux
-  /// but an `Int32` on Apple platforms, where `UInt64(st_dev)` would trap on a negative device
-  /// number; its bits are kept instead.
-  package var deviceNumber: UInt64 { UInt64(truncatingIfNeeded: st_dev) }
-}
+/// A file's device number (`st_dev`), as the same `UInt64` in every process. `dev_t` is unsigned
+/// on Linux but an `Int32` on Apple platforms, where `UInt64(st_dev)` would trap on a negative
+/// device number; its bits are kept instead.
+///
+/// (A function of `dev_t`, not an extension of `stat`: glibc's headers are not modular, so the C
+/// type `stat` seen by another module of this package may be another Swift type, depending on
+/// which module imported the header first.)
+package func deviceNumber(_ device: dev_t) -> UInt64 { UInt64(truncatingIfNeeded: device) }
 
 enum Syscall {
   /// `openat(2)` relative to a directory descriptor.

@@ -79,7 +79,7 @@ final class DeletedDatabaseGuard: TransactionObserver, Sendable {
     self.folder = folder
     self.file = file
     guard let info = try folder.inspectFile(file) else { throw Self.deleted(folder.path(of: file), missing: true) }
-    device = info.deviceNumber
+    device = deviceNumber(info.st_dev)
     inode = UInt64(info.st_ino)
   }
 
@@ -91,7 +91,7 @@ final class DeletedDatabaseGuard: TransactionObserver, Sendable {
   func databaseWillCommit() throws {
     var info = stat()
     let found = fstatat(folder.descriptor, file, &info, AT_SYMLINK_NOFOLLOW) == 0
-    if found && info.deviceNumber == device && UInt64(info.st_ino) == inode { return }
+    if found && deviceNumber(info.st_dev) == device && UInt64(info.st_ino) == inode { return }
     throw Self.deleted(folder.path(of: file), missing: !found)
   }
 
