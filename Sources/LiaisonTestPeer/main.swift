@@ -402,7 +402,7 @@ func incrementFile(_ path: String) {
           while true {
             let batch = try await receiver.receive(TestMessage.self, limit: batchSize)
             append(batch.map { "\($0.payload.sender) \($0.payload.n)\n" }.joined(), to: log)
-            try receiver.acknowledge(batch)
+            try await receiver.acknowledge(batch)
             append("acked\n", to: log)
           }
         } catch {
@@ -454,6 +454,12 @@ func incrementFile(_ path: String) {
     case .failure(let error):
       throw error
     }
+  case "storelock":  // storelock STORE: holds the write lock of the store database STORE ("defaults", …)
+    let folder = try container.privateFolder("store")
+    guards["store:" + words[1]] = try ProcessLock(
+      name: try LiaisonName(words[1] + ".write"), folder: folder, container: container
+    ).lock()
+    return "locked"
   default:
     return "unknown command"
   }

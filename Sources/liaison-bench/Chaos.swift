@@ -259,7 +259,7 @@ enum Chaos {
           let batch = try await receiver.receive(Message.self, limit: 32)
           let logged = sabotaged ? batch.filter { !$0.id.hasSuffix("7") } : batch
           note(logged.map { "R \($0.id)" }.joined(separator: "\n"))
-          try receiver.acknowledge(batch)
+          try await receiver.acknowledge(batch)
           note("A")
         }
       } catch is CancellationError {

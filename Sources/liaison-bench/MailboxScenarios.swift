@@ -72,7 +72,7 @@ enum MailboxScenarios {
         do {
           for try await envelope in receiver.messages(UInt64.self) {
             writeBytes(output, encodeTimestamp(now() &- envelope.payload))
-            try receiver.acknowledge(envelope)
+            try await receiver.acknowledge(envelope)
             writeBytes(output, [UInt8(ascii: "a")])
           }
         } catch {
@@ -86,7 +86,7 @@ enum MailboxScenarios {
           var received = 0
           while true {
             let batch = try await receiver.receive(BenchMessage.self, limit: batchSize)
-            try receiver.acknowledge(batch)
+            try await receiver.acknowledge(batch)
             received += batch.count
             if received >= count {
               received -= count

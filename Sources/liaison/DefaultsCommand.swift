@@ -138,7 +138,7 @@ struct DefaultsCommand: AsyncParsableCommand {
       try await Self.reporting {
         let defaults = try options.open().defaults(domain)
         let text = try CommandLineValue.valueOrStandardInput(value, limit: SharedDefaults.maximumValueSize)
-        try defaults.setJSON(CommandLineValue.json(text), for: try LiaisonName(key))
+        try await defaults.setJSON(CommandLineValue.json(text), for: try LiaisonName(key))
       }
     }
   }
@@ -153,7 +153,7 @@ struct DefaultsCommand: AsyncParsableCommand {
     func run() async throws {
       try await Self.reporting {
         let defaults = try options.open().defaults(domain)
-        if let key { try defaults.remove(named: try LiaisonName(key)) } else { try defaults.removeAll() }
+        if let key { try await defaults.remove(named: try LiaisonName(key)) } else { try await defaults.removeAll() }
       }
     }
   }

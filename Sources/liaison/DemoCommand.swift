@@ -247,7 +247,7 @@ struct DemoActorCommand: AsyncParsableCommand {
     case "inbox-share":
       let inbox = try container.mailbox("inbox", sender: "share extension")
       for (number, link) in ["swift.org", "sqlite.org/wal.html", "man7.org/flock.2"].enumerated() {
-        try inbox.send(link, id: "link-\(number + 1)")
+        try await inbox.send(link, id: "link-\(number + 1)")
         announce("sends \"\(link)\" to the app's inbox")
       }
       announce("done")
@@ -264,7 +264,7 @@ struct DemoActorCommand: AsyncParsableCommand {
             announce("crash-me")
             while Swift.readLine() != nil {}
           }
-          try receiver.acknowledge(envelope)
+          try await receiver.acknowledge(envelope)
         }
       }
       announce("has an empty inbox (\(try receiver.mailbox.count()) messages)")

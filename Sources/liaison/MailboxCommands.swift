@@ -62,7 +62,7 @@ struct SendCommand: AsyncParsableCommand {
     let stored = try await Self.reporting {
       let outbox = try options.open().mailbox(mailbox, sender: sender)
       let text = try CommandLineValue.valueOrStandardInput(message, limit: outbox.limits.maximumMessageSize)
-      return try outbox.sendJSON(CommandLineValue.json(text), id: id)
+      return try await outbox.sendJSON(CommandLineValue.json(text), id: id)
     }
     print(stored)
   }
@@ -121,7 +121,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         lines += (json ? try report.jsonLine() : report.text) + "\n"
       }
       FileHandle.standardOutput.write(Data(lines.utf8))
-      if !noAck { try await Self.reporting { try receiver.acknowledge(batch) } }
+      if !noAck { try await Self.reporting { try await receiver.acknowledge(batch) } }
       remaining -= batch.count
     }
   }

@@ -148,7 +148,7 @@ struct MailboxTests {
     var received: [TestMessage] = []
     for try await envelope in receiver.messages(TestMessage.self) {
       received.append(envelope.payload)
-      try receiver.acknowledge(envelope)
+      try await receiver.acknowledge(envelope)
       if received.count == 2 { break }
     }
     #expect(received == [TestMessage(sender: "s0", n: 0), TestMessage(sender: "s0", n: 1)])
@@ -161,7 +161,7 @@ struct MailboxTests {
     #expect(try mailbox.count() == 0)
     let info = try SharedContainer(directory: directory.path).mailboxes()
     #expect(info.map(\.quarantined) == [2])
-    #expect(try receiver.removeQuarantined() == 2)
+    #expect(try await receiver.removeQuarantined() == 2)
     #expect(try mailbox.peek().isEmpty)
     #expect(try SharedContainer(directory: directory.path).mailboxes().isEmpty)
   }
@@ -275,7 +275,7 @@ struct MailboxTests {
 
     // A waiting receive is woken by a send…
     let woken = Task { try await receiver.receive(String.self) }
-    try mailbox.send("first")
+    try await mailbox.send("first")
     #expect(try await woken.value.map(\.payload) == ["first"])
     // …and ended by closing the receiver, whether it is already waiting or about to look.
     let waiting = Task { try await receiver.receive(String.self) }
@@ -303,17 +303,17 @@ extension MailboxTests {
   @Test func aBatchThatIsAllQuarantinedDoesNotHideTheMessagesAfterIt() async throws {
     let container = try SharedContainer(directory: directory.path)
     let mailbox = try container.mailbox("inbox")
-    try mailbox.send(Data("not-json".utf8))
-    try mailbox.send("not a TestMessage")
-    try mailbox.send(TestMessage(sender: "t", n: 1))
+    try await mailbox.send(Data("not-json".utf8))
+    try await mailbox.send("not a TestMessage")
+    try await mailbox.send(TestMessage(sender: "t", n: 1))
     let receiver = try mailbox.receiver()
     #expect(try receiver.receiveAvailable(TestMessage.self, limit: 1).map(\.payload.n) == [1])
     #expect(try mailbox.peek().filter { $0.quarantineReason != nil }.count == 2)
 
     // A waiting receive: the messages were sent before the receiver, so no ring is coming.
     let stalled = try container.mailbox("stalled")
-    try stalled.send(Data("not-json".utf8))
-    try stalled.send(TestMessage(sender: "t", n: 2))
+    try await stalled.send(Data("not-json".utf8))
+    try await stalled.send(TestMessage(sender: "t", n: 2))
     let waiting = try stalled.receiver()
     let received = try await within(seconds: 10) { try await waiting.receive(TestMessage.self, limit: 1) }
     #expect(received?.map(\.payload.n) == [2], "receive waited for a send while a message was waiting")
@@ -379,10 +379,10 @@ extension MailboxTests {
   /// invisible to this receiver (they would wait until the next receiver, i.e. the next launch).
   @Test func leavingAMessagesLoopKeepsTheMessagesItReadAhead() async throws {
     let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
-    try mailbox.sendAll(["a", "b", "c"])
+    try await mailbox.sendAll(["a", "b", "c"])
     let receiver = try mailbox.receiver()
     for try await envelope in receiver.messages(String.self) {
-      try receiver.acknowledge(envelope)
+      try await receiver.acknowledge(envelope)
       break
     }
     #expect(try receiver.receiveAvailable(String.self).map(\.payload) == ["b", "c"])

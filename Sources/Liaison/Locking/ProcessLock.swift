@@ -94,21 +94,29 @@ public final class ProcessLock: Sendable {
     }
   }
 
-  /// Takes the lock, blocking the calling thread until it is free.
+  /// Takes the lock, blocking the calling thread until it is free or `timeout` has passed.
   ///
-  /// Use this from threads of your own; from `async` code use ``lock(_:timeout:)``, which does
-  /// not block a thread of the cooperative pool.
+  /// Use this from threads of your own; from `async` code the same call, `try await
+  /// lock.lock()`, waits without blocking a thread of the cooperative pool.
   ///
-  /// - Throws: ``LiaisonError/Code/suspended`` if the container is suspended before or while
-  ///   waiting; ``LiaisonError`` when the lock file cannot be opened or is unsafe.
-  public func lock(_ mode: LockMode = .exclusive) throws(LiaisonError) -> LockGuard {
+  /// - Parameters:
+  ///   - mode: exclusive (the default) or shared.
+  ///   - timeout: how long to wait at most; `nil` waits as long as it takes.
+  /// - Throws: ``LiaisonError/Code/timedOut`` when the timeout passes first;
+  ///   ``LiaisonError/Code/suspended`` if the container is suspended before or while waiting;
+  ///   ``LiaisonError`` when the lock file cannot be opened or is unsafe.
+  @available(*, noasync, message: "Use `try await lock(_:timeout:)`, which does not block the cooperative pool.")
+  public func lock(_ mode: LockMode = .exclusive, timeout: Duration? = nil) throws(LiaisonError) -> LockGuard {
+    try Self.check(timeout)
     if let held = try tryLock(mode) { return held }
     let fd = try takeDescriptor()
     let wait = InterruptibleWait()
+    let deadline = Self.deadline(timeout, for: wait)
     let outcome = waitInterruptibly(wait, fd: fd, mode: mode) {
       wait.run { Self.blockingLock(fd: fd, mode: mode, wait: wait) }
     }
-    return try finish(outcome, fd: fd, mode: mode, timeout: nil)
+    deadline?.cancel()
+    return try finish(outcome, fd: fd, mode: mode, timeout: timeout)
   }
 
   /// Takes the lock, waiting without blocking any thread of Swift's cooperative pool.
@@ -122,21 +130,13 @@ public final class ProcessLock: Sendable {
   ///   ``LiaisonError/Code/suspended`` when the container is suspended, and ``LiaisonError``
   ///   when the lock file cannot be opened or is unsafe. Whatever is thrown, the lock is not
   ///   held and the wait's thread has ended.
-  public func lock(_ mode: LockMode = .exclusive, timeout: Duration?) async throws -> LockGuard {
-    if let timeout, timeout < .zero {
-      throw LiaisonError(
-        .invalidArgument, "The timeout \(timeout) is negative; give zero or more, or nil to wait as long as it takes.")
-    }
+  public func lock(_ mode: LockMode = .exclusive, timeout: Duration? = nil) async throws -> LockGuard {
+    try Self.check(timeout)
     if let held = try tryLock(mode) { return held }
     try Task.checkCancellation()
     let fd = try takeDescriptor()
     let wait = InterruptibleWait()
-    let deadline: DispatchWorkItem? = timeout.map { timeout in
-      let item = DispatchWorkItem { wait.interrupt(.timedOut) }
-      DispatchQueue.global().asyncAfter(
-        deadline: .now() + .nanoseconds(Int(clamping: timeout.clampedNanoseconds)), execute: item)
-      return item
-    }
+    let deadline = Self.deadline(timeout, for: wait)
     let outcome = await withTaskCancellationHandler {
       await waitInterruptibly(wait, fd: fd, mode: mode) {
         await wait.spawn({ Self.blockingLock(fd: fd, mode: mode, wait: wait) }, unstarted: { .failed($0) })
@@ -153,11 +153,16 @@ public final class ProcessLock: Sendable {
     return try finish(outcome, fd: fd, mode: mode, timeout: timeout)
   }
 
-  /// Runs `body` holding the lock, blocking the calling thread while it waits.
+  /// Runs `body` holding the lock, blocking the calling thread while it waits (at most `timeout`,
+  /// when given).
   ///
   /// The lock is released when `body` returns or throws, and by the kernel if the process dies.
-  public func withLock<Result>(_ mode: LockMode = .exclusive, _ body: () throws -> Result) throws -> Result {
-    let held = try lock(mode)
+  /// Throws what ``lock(_:timeout:)`` throws, or what `body` throws.
+  @available(*, noasync, message: "Use `try await withLock(_:timeout:_:)`, which does not block the cooperative pool.")
+  public func withLock<Result>(
+    _ mode: LockMode = .exclusive, timeout: Duration? = nil, _ body: () throws -> Result
+  ) throws -> Result {
+    let held = try lock(mode, timeout: timeout)
     defer { held.unlock() }
     return try body()
   }
@@ -172,6 +177,24 @@ public final class ProcessLock: Sendable {
     let held = try await lock(mode, timeout: timeout)
     defer { held.unlock() }
     return try await body()
+  }
+
+  /// Refuses a negative timeout.
+  package static func check(_ timeout: Duration?) throws(LiaisonError) {
+    if let timeout, timeout < .zero {
+      throw LiaisonError(
+        .invalidArgument, "The timeout \(timeout) is negative; give zero or more, or nil to wait as long as it takes.")
+    }
+  }
+
+  /// Interrupts `wait` with ``InterruptibleWait/Reason/timedOut`` once `timeout` has passed.
+  private static func deadline(_ timeout: Duration?, for wait: InterruptibleWait) -> DispatchWorkItem? {
+    timeout.map { timeout in
+      let item = DispatchWorkItem { wait.interrupt(.timedOut) }
+      DispatchQueue.global().asyncAfter(
+        deadline: .now() + .nanoseconds(Int(clamping: timeout.clampedNanoseconds)), execute: item)
+      return item
+    }
   }
 
   // MARK: - Descriptors

@@ -15,7 +15,7 @@ extension SharedDefaults {
   /// value, and returns it without calling `fetch`. If the refreshing process dies, the kernel
   /// releases its lock and the next waiter refreshes at once: nobody waits for a staleness
   /// timeout. Waiting for another process's refresh never blocks a thread of Swift's cooperative
-  /// pool; storing the new value is a short synchronous write.
+  /// pool, nor does storing the new value.
   ///
   /// - Parameters:
   ///   - timeout: how long to wait for another process's refresh at most; `nil` waits as long
@@ -35,7 +35,7 @@ extension SharedDefaults {
       // released the lock, so this `get` sees it.
       if let current = try get(key), isFresh(current) { return current }
       let value = try await fetch()
-      try set(value, for: key)
+      try await set(value, for: key, timeout: timeout)
       return value
     }
   }

@@ -165,52 +165,113 @@ public final class SharedDefaults: Sendable {
   }
 
   // MARK: Writing
+  //
+  // Each write waits for other processes' writes through the store's process lock. Every write
+  // has two forms of one signature: the blocking one waits at most `timeout` (for threads of
+  // your own, or the main thread with a short timeout); the `async` one waits on a thread of its
+  // own, never on one of the cooperative pool, so a process stopped while it writes (a debugger,
+  // SIGSTOP) never freezes the caller's actor.
 
   /// Stores `value` for `key`. Once this returns, a `get` in any process returns it.
   ///
+  /// - Parameter timeout: how long to wait at most for another process's write; `nil` waits as
+  ///   long as it takes.
   /// - Throws: ``LiaisonError/Code/tooLarge`` when the stored form exceeds
-  ///   ``maximumValueSize``.
-  public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) throws(LiaisonError) {
+  ///   ``maximumValueSize``; ``LiaisonError/Code/timedOut`` when another process's write lasts
+  ///   longer than `timeout` (nothing is written then).
+  @available(*, noasync, message: "Use `try await set(_:for:timeout:)`, which does not block the cooperative pool.")
+  public func set<Value>(_ value: Value, for key: DefaultsKey<Value>, timeout: Duration? = nil) throws(LiaisonError) {
     let stored = try StoredValue(value, key: key, domain: domain)
-    try write { db in try stored.save(db, domain: domain, key: key.name) }
+    try write(timeout: timeout) { db in try stored.save(db, domain: domain, key: key.name) }
+  }
+
+  /// Stores `value` for `key`, waiting for other processes' writes without blocking the
+  /// cooperative pool. Once this returns, a `get` in any process returns it.
+  ///
+  /// - Throws: what the blocking form throws, and `CancellationError` when the task is cancelled
+  ///   while waiting (nothing is written then).
+  public func set<Value>(_ value: Value, for key: DefaultsKey<Value>, timeout: Duration? = nil) async throws {
+    let stored = try StoredValue(value, key: key, domain: domain)
+    try await write(timeout: timeout) { db in try stored.save(db, domain: domain, key: key.name) }
   }
 
   /// Removes the value of `key`, if any.
-  public func remove<Value>(_ key: DefaultsKey<Value>) throws(LiaisonError) {
-    try remove(named: key.name)
+  @available(*, noasync, message: "Use `try await remove(_:timeout:)`, which does not block the cooperative pool.")
+  public func remove<Value>(_ key: DefaultsKey<Value>, timeout: Duration? = nil) throws(LiaisonError) {
+    try remove(named: key.name, timeout: timeout)
+  }
+
+  /// Removes the value of `key`, if any, waiting without blocking the cooperative pool.
+  public func remove<Value>(_ key: DefaultsKey<Value>, timeout: Duration? = nil) async throws {
+    try await remove(named: key.name, timeout: timeout)
   }
 
   /// Removes the value of the key called `name`, whatever its type.
-  public func remove(named name: LiaisonName) throws(LiaisonError) {
-    try write { db in
-      try db.execute(
-        sql: "DELETE FROM defaults_entry WHERE domain = ? AND key = ?", arguments: [domain.rawValue, name.rawValue])
-    }
+  @available(*, noasync, message: "Use `try await remove(named:timeout:)`, which does not block the cooperative pool.")
+  public func remove(named name: LiaisonName, timeout: Duration? = nil) throws(LiaisonError) {
+    try write(timeout: timeout) { db in try Self.delete(db, domain: domain, key: name) }
+  }
+
+  /// Removes the value of the key called `name`, whatever its type, waiting without blocking the
+  /// cooperative pool.
+  public func remove(named name: LiaisonName, timeout: Duration? = nil) async throws {
+    try await write(timeout: timeout) { db in try Self.delete(db, domain: domain, key: name) }
   }
 
   /// Removes every value of the domain.
-  public func removeAll() throws(LiaisonError) {
-    try write { db in
-      try db.execute(sql: "DELETE FROM defaults_entry WHERE domain = ?", arguments: [domain.rawValue])
-    }
+  @available(*, noasync, message: "Use `try await removeAll(timeout:)`, which does not block the cooperative pool.")
+  public func removeAll(timeout: Duration? = nil) throws(LiaisonError) {
+    try write(timeout: timeout) { db in try Self.deleteAll(db, domain: domain) }
+  }
+
+  /// Removes every value of the domain, waiting without blocking the cooperative pool.
+  public func removeAll(timeout: Duration? = nil) async throws {
+    try await write(timeout: timeout) { db in try Self.deleteAll(db, domain: domain) }
+  }
+
+  private static func delete(_ db: Database, domain: LiaisonName, key: LiaisonName) throws {
+    try db.execute(
+      sql: "DELETE FROM defaults_entry WHERE domain = ? AND key = ?", arguments: [domain.rawValue, key.rawValue])
+  }
+
+  private static func deleteAll(_ db: Database, domain: LiaisonName) throws {
+    try db.execute(sql: "DELETE FROM defaults_entry WHERE domain = ?", arguments: [domain.rawValue])
   }
 
   /// Replaces the value of `key` with `transform(old)`, atomically across processes: no other
   /// process writes the domain between the read and the write. Returning `nil` removes the value.
   ///
   /// ```swift
-  /// try defaults.update(launches) { ($0 ?? 0) + 1 }
+  /// try await defaults.update(launches) { ($0 ?? 0) + 1 }
   /// ```
   ///
   /// - Returns: the new value.
-  /// - Throws: what `transform` throws (nothing is written then), or a ``LiaisonError``.
+  /// - Throws: what `transform` throws (nothing is written then), or a ``LiaisonError``
+  ///   (``LiaisonError/Code/timedOut`` when another process's write lasts longer than `timeout`).
+  @available(*, noasync, message: "Use `try await update(_:timeout:_:)`, which does not block the cooperative pool.")
   @discardableResult
-  public func update<Value>(_ key: DefaultsKey<Value>, _ transform: (Value?) throws -> Value?) throws -> Value? {
-    try transaction { transaction in
-      let new = try transform(try transaction.get(key))
-      if let new { try transaction.set(new, for: key) } else { try transaction.remove(key) }
-      return new
-    }
+  public func update<Value>(
+    _ key: DefaultsKey<Value>, timeout: Duration? = nil, _ transform: (Value?) throws -> Value?
+  ) throws -> Value? {
+    try transaction(timeout: timeout) { transaction in try Self.apply(transform, to: key, in: transaction) }
+  }
+
+  /// Replaces the value of `key` with `transform(old)`, atomically across processes, waiting for
+  /// other processes' writes without blocking the cooperative pool; `transform` runs once the
+  /// store's lock is held.
+  @discardableResult
+  public func update<Value>(
+    _ key: DefaultsKey<Value>, timeout: Duration? = nil, _ transform: (Value?) throws -> Value?
+  ) async throws -> Value? {
+    try await transaction(timeout: timeout) { transaction in try Self.apply(transform, to: key, in: transaction) }
+  }
+
+  private static func apply<Value>(
+    _ transform: (Value?) throws -> Value?, to key: DefaultsKey<Value>, in transaction: DefaultsTransaction
+  ) throws -> Value? {
+    let new = try transform(try transaction.get(key))
+    if let new { try transaction.set(new, for: key) } else { try transaction.remove(key) }
+    return new
   }
 
   /// Runs `body` as one transaction over the domain, atomically across processes: its reads see
@@ -221,29 +282,59 @@ public final class SharedDefaults: Sendable {
   /// ``LiaisonError/Code/invalidArgument`` rather than waiting for itself; a plain `get` there
   /// sees the values from before the transaction.
   ///
-  /// - Throws: what `body` throws (nothing is written then), or a ``LiaisonError``.
-  public func transaction<Result>(_ body: (DefaultsTransaction) throws -> Result) throws -> Result {
+  /// - Throws: what `body` throws (nothing is written then), or a ``LiaisonError``
+  ///   (``LiaisonError/Code/timedOut`` when another process's write lasts longer than `timeout`).
+  @available(*, noasync, message: "Use `try await transaction(timeout:_:)`, which does not block the cooperative pool.")
+  public func transaction<Result>(
+    timeout: Duration? = nil, _ body: (DefaultsTransaction) throws -> Result
+  ) throws -> Result {
     // What `body` throws rolls the transaction back and reaches the caller as it was thrown.
     var failure: (any Error)?
     do {
-      return try write { db in
-        do {
-          return try body(DefaultsTransaction(db: db, domain: domain, path: store.path))
-        } catch {
-          failure = error
-          throw error
-        }
-      }
+      return try write(timeout: timeout) { db in try run(body, in: db, failure: &failure) }
     } catch {
       throw failure ?? error
+    }
+  }
+
+  /// Runs `body` as one transaction over the domain, atomically across processes, waiting for
+  /// other processes' writes without blocking the cooperative pool; `body` runs once the store's
+  /// lock is held.
+  public func transaction<Result>(
+    timeout: Duration? = nil, _ body: (DefaultsTransaction) throws -> Result
+  ) async throws -> Result {
+    var failure: (any Error)?
+    do {
+      return try await write(timeout: timeout) { db in try run(body, in: db, failure: &failure) }
+    } catch {
+      throw failure ?? error
+    }
+  }
+
+  private func run<Result>(
+    _ body: (DefaultsTransaction) throws -> Result, in db: Database, failure: inout (any Error)?
+  ) throws -> Result {
+    do {
+      return try body(DefaultsTransaction(db: db, domain: domain, path: store.path))
+    } catch {
+      failure = error
+      throw error
     }
   }
 
   /// Writes, then tells every process: the counter has moved (twice, around the transaction)
   /// before this returns, and the signal wakes observers. A failed post only delays observers;
   /// `get` is exact without it.
-  private func write<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
-    let result = try store.write(slot: slot, body)
+  @available(*, noasync)
+  func write<T>(timeout: Duration?, _ body: (Database) throws -> T) throws(LiaisonError) -> T {
+    let result = try store.write(slot: slot, timeout: timeout, body)
+    try? signal.post(state: store.generations.load(slot))
+    return result
+  }
+
+  /// The `async` twin of ``write(timeout:_:)``.
+  func write<T>(timeout: Duration?, _ body: (Database) throws -> T) async throws -> T {
+    let result = try await store.write(slot: slot, timeout: timeout, body)
     try? signal.post(state: store.generations.load(slot))
     return result
   }
@@ -441,12 +532,26 @@ extension SharedDefaults {
   ///
   /// - Throws: ``LiaisonError/Code/invalidArgument`` when `json` is not valid JSON;
   ///   ``LiaisonError/Code/tooLarge`` over ``maximumValueSize``.
-  public func setJSON(_ json: Data, for name: LiaisonName) throws(LiaisonError) {
+  @available(*, noasync, message: "Use `try await setJSON(_:for:timeout:)`, which does not block the cooperative pool.")
+  public func setJSON(_ json: Data, for name: LiaisonName, timeout: Duration? = nil) throws(LiaisonError) {
+    let stored = try StoredValue(checkedJSON: json, key: name, domain: domain)
+    try write(timeout: timeout) { db in try stored.save(db, domain: domain, key: name) }
+  }
+
+  /// Stores JSON text for the key called `name`, waiting without blocking the cooperative pool.
+  public func setJSON(_ json: Data, for name: LiaisonName, timeout: Duration? = nil) async throws {
+    let stored = try StoredValue(checkedJSON: json, key: name, domain: domain)
+    try await write(timeout: timeout) { db in try stored.save(db, domain: domain, key: name) }
+  }
+}
+
+extension StoredValue {
+  /// JSON text as given, checked to be JSON and against the size limit.
+  fileprivate init(checkedJSON json: Data, key: LiaisonName, domain: LiaisonName) throws(LiaisonError) {
     guard (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) != nil else {
-      throw LiaisonError(.invalidArgument, "The value for '\(name)' in '\(domain)' is not valid JSON.")
+      throw LiaisonError(.invalidArgument, "The value for '\(key)' in '\(domain)' is not valid JSON.")
     }
-    let stored = try StoredValue(json: json, key: name, domain: domain)
-    try write { db in try stored.save(db, domain: domain, key: name) }
+    try self.init(json: json, key: key, domain: domain)
   }
 }
 

@@ -102,42 +102,98 @@ public final class Mailbox: Sendable {
   /// - Returns: the message's id.
   /// - Throws: ``LiaisonError/Code/tooLarge`` when the payload or the mailbox would exceed the
   ///   ``limits``; ``LiaisonError/Code/invalidArgument`` for an empty or too long id, or a value
-  ///   that cannot be encoded.
+  ///   that cannot be encoded; ``LiaisonError/Code/timedOut`` when another process's write of
+  ///   the store lasts longer than `timeout` (`nil` waits as long as it takes).
+  @available(*, noasync, message: "Use `try await send(_:id:timeout:)`, which does not block the cooperative pool.")
   @discardableResult
-  public func send<Payload: Encodable>(_ payload: Payload, id: String? = nil) throws(LiaisonError) -> String {
-    try commit([OutgoingMessage(payload, id: id, mailbox: self, encoder: JSONEncoder())])[0]
+  public func send<Payload: Encodable>(
+    _ payload: Payload, id: String? = nil, timeout: Duration? = nil
+  ) throws(LiaisonError) -> String {
+    try commit([OutgoingMessage(payload, id: id, mailbox: self, encoder: JSONEncoder())], timeout: timeout)[0]
+  }
+
+  /// Stores a message, like the blocking ``send(_:id:timeout:)``, but waits for other
+  /// processes' writes of the store without blocking the cooperative pool.
+  ///
+  /// - Throws: as the blocking form, and `CancellationError` when the task is cancelled while
+  ///   waiting (nothing is stored then).
+  @discardableResult
+  public func send<Payload: Encodable>(
+    _ payload: Payload, id: String? = nil, timeout: Duration? = nil
+  ) async throws -> String {
+    try await commit([OutgoingMessage(payload, id: id, mailbox: self, encoder: JSONEncoder())], timeout: timeout)[0]
   }
 
   /// Stores every payload, in order, in one transaction (all or none), and wakes the receiver
   /// once: the fast way to send many messages. Each gets a new unique id.
   ///
   /// - Returns: the messages' ids, in order.
-  /// - Throws: as ``send(_:id:)``; nothing is stored then.
+  /// - Throws: as ``send(_:id:timeout:)``; nothing is stored then.
+  @available(*, noasync, message: "Use `try await sendAll(_:timeout:)`, which does not block the cooperative pool.")
   @discardableResult
-  public func sendAll<Payload: Encodable>(_ payloads: some Sequence<Payload>) throws(LiaisonError) -> [String] {
+  public func sendAll<Payload: Encodable>(
+    _ payloads: some Sequence<Payload>, timeout: Duration? = nil
+  ) throws(LiaisonError) -> [String] {
+    let messages = try outgoing(payloads)
+    guard !messages.isEmpty else { return [] }
+    return try commit(messages, timeout: timeout)
+  }
+
+  /// Stores every payload in one transaction, like the blocking ``sendAll(_:timeout:)``, but
+  /// waits for other processes' writes without blocking the cooperative pool.
+  @discardableResult
+  public func sendAll<Payload: Encodable>(
+    _ payloads: some Sequence<Payload>, timeout: Duration? = nil
+  ) async throws -> [String] {
+    let messages = try outgoing(payloads)
+    guard !messages.isEmpty else { return [] }
+    return try await commit(messages, timeout: timeout)
+  }
+
+  private func outgoing<Payload: Encodable>(_ payloads: some Sequence<Payload>) throws(LiaisonError)
+    -> [OutgoingMessage]
+  {
     var messages: [OutgoingMessage] = []
     let encoder = JSONEncoder()
     for payload in payloads { messages.append(try OutgoingMessage(payload, id: nil, mailbox: self, encoder: encoder)) }
-    guard !messages.isEmpty else { return [] }
-    return try commit(messages)
+    return messages
   }
 
   /// Sends JSON text as it is, for tools that do not know the payload's type (the `liaison send`
   /// command). Any JSON value is accepted, including a bare string or number.
   ///
   /// - Throws: ``LiaisonError/Code/invalidArgument`` when `json` is not valid JSON; as
-  ///   ``send(_:id:)`` otherwise.
+  ///   ``send(_:id:timeout:)`` otherwise.
+  @available(*, noasync, message: "Use `try await sendJSON(_:id:timeout:)`, which does not block the cooperative pool.")
   @discardableResult
-  public func sendJSON(_ json: Data, id: String? = nil) throws(LiaisonError) -> String {
+  public func sendJSON(_ json: Data, id: String? = nil, timeout: Duration? = nil) throws(LiaisonError) -> String {
+    try commit([try outgoing(json: json, id: id)], timeout: timeout)[0]
+  }
+
+  /// Sends JSON text as it is, waiting for other processes' writes without blocking the
+  /// cooperative pool.
+  @discardableResult
+  public func sendJSON(_ json: Data, id: String? = nil, timeout: Duration? = nil) async throws -> String {
+    try await commit([try outgoing(json: json, id: id)], timeout: timeout)[0]
+  }
+
+  private func outgoing(json: Data, id: String?) throws(LiaisonError) -> OutgoingMessage {
     guard (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) != nil else {
       throw LiaisonError(.invalidArgument, "The message for mailbox '\(name)' is not valid JSON.")
     }
-    return try commit([OutgoingMessage(kind: .json, bytes: json, id: id, mailbox: self)])[0]
+    return try OutgoingMessage(kind: .json, bytes: json, id: id, mailbox: self)
   }
 
   /// Every send: the messages in one transaction, then one ring. Returns their ids.
-  private func commit(_ messages: [OutgoingMessage]) throws(LiaisonError) -> [String] {
-    try store.write { db in try insert(messages, db) }
+  @available(*, noasync)
+  private func commit(_ messages: [OutgoingMessage], timeout: Duration?) throws(LiaisonError) -> [String] {
+    try store.write(timeout: timeout) { db in try insert(messages, db) }
+    ring()
+    return messages.map { $0.id }
+  }
+
+  private func commit(_ messages: [OutgoingMessage], timeout: Duration?) async throws -> [String] {
+    try await store.write(timeout: timeout) { db in try insert(messages, db) }
     ring()
     return messages.map { $0.id }
   }

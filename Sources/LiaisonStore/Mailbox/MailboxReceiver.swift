@@ -96,7 +96,10 @@ public final class MailboxReceiver: Sendable {
   public func receive<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64
   ) async throws -> [MailboxEnvelope<Payload>] {
-    try await waitForMessages { () throws(LiaisonError) in try receiveAvailable(type, limit: limit) }
+    let decode = Self.decoding(Payload.self, using: JSONDecoder())
+    return try await waitForMessages { () throws(LiaisonError) in
+      try deliver(limit: limit, readAhead: limit, decode: decode)
+    }
   }
 
   /// Up to `limit` of the messages waiting now, without waiting; empty when there are none.
@@ -107,7 +110,10 @@ public final class MailboxReceiver: Sendable {
   public func receiveAvailable<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64
   ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
-    try deliver(limit: limit, readAhead: limit, decode: Self.decoding(Payload.self, using: JSONDecoder()))
+    let delivery = try deliver(
+      limit: limit, readAhead: limit, decode: Self.decoding(Payload.self, using: JSONDecoder()))
+    try setAside(delivery.quarantine)
+    return delivery.envelopes
   }
 
   /// How a payload becomes a `Payload`, or the reason to quarantine it.
@@ -124,22 +130,27 @@ public final class MailboxReceiver: Sendable {
   /// The messages in their stored form, which never needs quarantine: for tools that do not know
   /// the payload type (the `liaison receive` command).
   package func receiveAvailableStored(limit: Int) throws(LiaisonError) -> [MailboxEnvelope<DefaultsRawValue>] {
-    try deliver(limit: limit, readAhead: limit) { .success($0.raw) }
+    try deliver(limit: limit, readAhead: limit) { .success($0.raw) }.envelopes
   }
 
   /// ``receiveAvailableStored(limit:)``, waiting until there is at least one message.
   package func receiveStored(limit: Int) async throws -> [MailboxEnvelope<DefaultsRawValue>] {
-    try await waitForMessages { () throws(LiaisonError) in try receiveAvailableStored(limit: limit) }
+    try await waitForMessages { () throws(LiaisonError) in
+      try deliver(limit: limit, readAhead: limit) { .success($0.raw) }
+    }
   }
 
-  /// Calls `look` until it finds messages, waiting for the mailbox's signal in between.
+  /// Calls `look` until it finds messages, waiting for the mailbox's signal in between, and
+  /// quarantines what it could not decode; no wait (for a send, or for another process's write
+  /// of the store) blocks a thread of the cooperative pool.
   func waitForMessages<Payload>(
-    _ look: () throws(LiaisonError) -> [MailboxEnvelope<Payload>]
+    _ look: () throws(LiaisonError) -> Delivery<Payload>
   ) async throws -> [MailboxEnvelope<Payload>] {
     // A send between the look and the wait is remembered by the waiter: the wait returns at once.
     while true {
-      let batch = try look()
-      if !batch.isEmpty { return batch }
+      let delivery = try look()
+      try await setAside(delivery.quarantine)
+      if !delivery.envelopes.isEmpty { return delivery.envelopes }
       guard await wakeUps.wait() else {
         try Task.checkCancellation()
         try checkHeld()  // closed
@@ -148,17 +159,25 @@ public final class MailboxReceiver: Sendable {
     }
   }
 
-  /// Up to `limit` messages not yet delivered by this receiver, decoded by `decode`; the ones it
-  /// cannot decode are quarantined, and the look goes on past them, so that an empty result means
-  /// that no message waits. Reads `readAhead` messages from the store when it reads.
+  /// What one look at the mailbox found: messages to deliver, and messages to quarantine.
+  struct Delivery<Payload: Sendable> {
+    var envelopes: [MailboxEnvelope<Payload>] = []
+    var quarantine: [(position: Int64, reason: String)] = []
+  }
+
+  /// Up to `limit` messages not yet delivered by this receiver, decoded by `decode`, and those it
+  /// cannot decode, for the caller to quarantine (a write, which may wait for another process);
+  /// the look goes on past them, so that no envelope means that no message waits. Reads
+  /// `readAhead` messages from the store when it reads.
   func deliver<Payload>(
     limit: Int, readAhead: Int, decode: (StoredValue) -> Result<Payload, UndecodableMessage>
-  ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
+  ) throws(LiaisonError) -> Delivery<Payload> {
     try checkHeld()
     let limit = max(1, limit)
     let store = mailbox.store
     let name = mailbox.name
-    return try reading.withLock { reading throws(LiaisonError) -> [MailboxEnvelope<Payload>] in
+    return try reading.withLock { reading throws(LiaisonError) -> Delivery<Payload> in
+      var delivery = Delivery<Payload>()
       while true {
         if reading.readAhead.isEmpty {
           let after = reading.cursor
@@ -167,68 +186,107 @@ public final class MailboxReceiver: Sendable {
               db, mailbox: name, after: after, limit: max(limit, readAhead), includingQuarantined: false,
               path: store.path)
           }
-          guard let last = rows.last else { return [] }
+          guard let last = rows.last else { return delivery }
           reading.readAhead = rows[...]
           reading.cursor = last.position
         }
         let taken = reading.readAhead.prefix(limit)
-        var envelopes: [MailboxEnvelope<Payload>] = []
-        var quarantine: [(position: Int64, reason: String)] = []
         for row in taken {
           guard let payload = row.payload, row.damage == nil else {
-            quarantine.append((row.position, row.damage ?? "not written by Liaison"))
+            delivery.quarantine.append((row.position, row.damage ?? "not written by Liaison"))
             continue
           }
           switch decode(payload) {
           case .success(let payload):
-            envelopes.append(
+            delivery.envelopes.append(
               MailboxEnvelope(
                 id: row.id, sentAt: row.sentAt, sender: row.sender, payload: payload, position: row.position,
                 mailbox: name))
           case .failure(let undecodable):
-            quarantine.append((row.position, undecodable.reason))
+            delivery.quarantine.append((row.position, undecodable.reason))
           }
         }
-        if !quarantine.isEmpty { try setAside(quarantine) }
         reading.readAhead.removeFirst(taken.count)
-        if !envelopes.isEmpty { return envelopes }
+        if !delivery.envelopes.isEmpty { return delivery }
       }
     }
   }
 
   /// Marks undecodable messages as quarantined, with the reason.
+  @available(*, noasync)
   private func setAside(_ messages: [(position: Int64, reason: String)]) throws(LiaisonError) {
+    guard !messages.isEmpty else { return }
+    try mailbox.store.write { db in try quarantine(messages, db) }
+  }
+
+  private func setAside(_ messages: [(position: Int64, reason: String)]) async throws {
+    guard !messages.isEmpty else { return }
+    try await mailbox.store.write { db in try quarantine(messages, db) }
+  }
+
+  private func quarantine(_ messages: [(position: Int64, reason: String)], _ db: Database) throws {
     let name = mailbox.name
-    try mailbox.store.write { db in
-      var totals = try MailboxTotals.fetch(db, mailbox: name)
-      let statement = try db.cachedStatement(
-        sql: """
-          UPDATE mailbox_message SET quarantine_reason = ?
-          WHERE mailbox = ? AND position = ? AND quarantine_reason IS NULL
-          """)
-      for message in messages {
-        try statement.execute(arguments: [message.reason, name.rawValue, message.position])
-        totals.quarantined += db.changesCount
-      }
-      try totals.save(db, mailbox: name)
+    var totals = try MailboxTotals.fetch(db, mailbox: name)
+    let statement = try db.cachedStatement(
+      sql: """
+        UPDATE mailbox_message SET quarantine_reason = ?
+        WHERE mailbox = ? AND position = ? AND quarantine_reason IS NULL
+        """)
+    for message in messages {
+      try statement.execute(arguments: [message.reason, name.rawValue, message.position])
+      totals.quarantined += db.changesCount
     }
+    try totals.save(db, mailbox: name)
   }
 
   // MARK: Acknowledging
 
   /// Removes a handled message for good: it is never delivered again, to any receiver.
   /// Acknowledging a message already removed does nothing.
-  public func acknowledge<Payload>(_ envelope: MailboxEnvelope<Payload>) throws(LiaisonError) {
-    try acknowledge([envelope])
+  ///
+  /// - Parameter timeout: how long to wait at most for another process's write of the store;
+  ///   `nil` waits as long as it takes.
+  @available(*, noasync, message: "Use `try await acknowledge(_:timeout:)`, which does not block the cooperative pool.")
+  public func acknowledge<Payload>(_ envelope: MailboxEnvelope<Payload>, timeout: Duration? = nil) throws(LiaisonError)
+  {
+    try acknowledge([envelope], timeout: timeout)
+  }
+
+  /// Removes a handled message for good, waiting for other processes' writes of the store
+  /// without blocking the cooperative pool.
+  public func acknowledge<Payload>(_ envelope: MailboxEnvelope<Payload>, timeout: Duration? = nil) async throws {
+    try await acknowledge([envelope], timeout: timeout)
   }
 
   /// Removes handled messages for good, in one transaction.
   ///
   /// - Throws: ``LiaisonError/Code/invalidArgument``, acknowledging nothing, when an envelope
-  ///   comes from another mailbox (or another container's mailbox of the same name).
-  public func acknowledge<Payload>(_ envelopes: [MailboxEnvelope<Payload>]) throws(LiaisonError) {
+  ///   comes from another mailbox (or another container's mailbox of the same name);
+  ///   ``LiaisonError/Code/timedOut``, acknowledging nothing, when another process's write of
+  ///   the store lasts longer than `timeout`.
+  @available(*, noasync, message: "Use `try await acknowledge(_:timeout:)`, which does not block the cooperative pool.")
+  public func acknowledge<Payload>(
+    _ envelopes: [MailboxEnvelope<Payload>], timeout: Duration? = nil
+  ) throws(LiaisonError) {
+    guard let removal = try removal(of: envelopes) else { return }
+    try mailbox.store.write(timeout: timeout, removal)
+    forget(envelopes)
+  }
+
+  /// Removes handled messages for good, in one transaction, waiting for other processes' writes
+  /// of the store without blocking the cooperative pool.
+  public func acknowledge<Payload>(_ envelopes: [MailboxEnvelope<Payload>], timeout: Duration? = nil) async throws {
+    guard let removal = try removal(of: envelopes) else { return }
+    try await mailbox.store.write(timeout: timeout, removal)
+    forget(envelopes)
+  }
+
+  /// The transaction that acknowledges `envelopes`; `nil` when there are none.
+  private func removal<Payload>(
+    of envelopes: [MailboxEnvelope<Payload>]
+  ) throws(LiaisonError) -> ((Database) throws -> Void)? {
     try checkHeld()
-    guard !envelopes.isEmpty else { return }
+    guard !envelopes.isEmpty else { return nil }
     let name = mailbox.name
     if let stranger = envelopes.first(where: { $0.mailbox != name }) {
       throw foreignEnvelope(id: stranger.id, from: "mailbox '\(stranger.mailbox)'")
@@ -249,7 +307,7 @@ public final class MailboxReceiver: Sendable {
         runs.append(position...position)
       }
     }
-    try mailbox.store.write { db in
+    return { [self] db in
       var totals = try MailboxTotals.fetch(db, mailbox: name)
       let remove = try db.cachedStatement(
         sql: """
@@ -279,6 +337,10 @@ public final class MailboxReceiver: Sendable {
       try totals.save(db, mailbox: name)
       if prune { try Mailbox.forgetOldAcknowledgedIDs(db, now: now) }
     }
+  }
+
+  /// Drops acknowledged messages read ahead.
+  private func forget<Payload>(_ envelopes: [MailboxEnvelope<Payload>]) {
     // Closures, not key paths: a key path into a generic type is built at run time, at each call.
     let acknowledged = Set(envelopes.map { $0.position })
     reading.withLock { $0.readAhead.removeAll { acknowledged.contains($0.position) } }
@@ -294,32 +356,47 @@ public final class MailboxReceiver: Sendable {
   /// Removes every quarantined message of the mailbox. Their ids are remembered like those of
   /// acknowledged messages, so that a retried send with one of them stores nothing.
   ///
+  /// - Parameter timeout: how long to wait at most for another process's write of the store;
+  ///   `nil` waits as long as it takes.
   /// - Returns: how many were removed.
+  @available(
+    *, noasync, message: "Use `try await removeQuarantined(timeout:)`, which does not block the cooperative pool."
+  )
   @discardableResult
-  public func removeQuarantined() throws(LiaisonError) -> Int {
+  public func removeQuarantined(timeout: Duration? = nil) throws(LiaisonError) -> Int {
     try checkHeld()
+    return try mailbox.store.write(timeout: timeout, removingQuarantined)
+  }
+
+  /// Removes every quarantined message of the mailbox, waiting for other processes' writes of
+  /// the store without blocking the cooperative pool.
+  @discardableResult
+  public func removeQuarantined(timeout: Duration? = nil) async throws -> Int {
+    try checkHeld()
+    return try await mailbox.store.write(timeout: timeout, removingQuarantined)
+  }
+
+  private func removingQuarantined(_ db: Database) throws -> Int {
     let name = mailbox.name
     let now = Date().timeIntervalSince1970
-    return try mailbox.store.write { db in
-      var totals = try MailboxTotals.fetch(db, mailbox: name)
-      let removed = try Row.fetchAll(
-        db,
-        sql: """
-          DELETE FROM mailbox_message WHERE mailbox = ? AND quarantine_reason IS NOT NULL
-          RETURNING given_id, id, length(payload)
-          """,
-        arguments: [name.rawValue])
-      let remember = try db.cachedStatement(
-        sql: "INSERT OR REPLACE INTO mailbox_acknowledged (mailbox, id, acknowledged_at) VALUES (?, ?, ?)")
-      for row in removed where Bool.fromDatabaseValue(row[0] as DatabaseValue) == true {
-        try remember.execute(arguments: [name.rawValue, row[1] as DatabaseValue, now])
-      }
-      totals.messages -= removed.count
-      totals.quarantined -= removed.count
-      totals.bytes -= removed.reduce(0) { $0 + (Int.fromDatabaseValue($1[2] as DatabaseValue) ?? 0) }
-      try totals.save(db, mailbox: name)
-      return removed.count
+    var totals = try MailboxTotals.fetch(db, mailbox: name)
+    let removed = try Row.fetchAll(
+      db,
+      sql: """
+        DELETE FROM mailbox_message WHERE mailbox = ? AND quarantine_reason IS NOT NULL
+        RETURNING given_id, id, length(payload)
+        """,
+      arguments: [name.rawValue])
+    let remember = try db.cachedStatement(
+      sql: "INSERT OR REPLACE INTO mailbox_acknowledged (mailbox, id, acknowledged_at) VALUES (?, ?, ?)")
+    for row in removed where Bool.fromDatabaseValue(row[0] as DatabaseValue) == true {
+      try remember.execute(arguments: [name.rawValue, row[1] as DatabaseValue, now])
     }
+    totals.messages -= removed.count
+    totals.quarantined -= removed.count
+    totals.bytes -= removed.reduce(0) { $0 + (Int.fromDatabaseValue($1[2] as DatabaseValue) ?? 0) }
+    try totals.save(db, mailbox: name)
+    return removed.count
   }
 
   private func checkHeld() throws(LiaisonError) {
@@ -335,8 +412,8 @@ public final class MailboxReceiver: Sendable {
 extension Mailbox {
   /// Becomes the mailbox's one receiver, at once or not at all.
   ///
-  /// Acknowledged ids older than ``acknowledgedIDRetention`` are forgotten here (and at most
-  /// hourly by a running receiver's acknowledgements).
+  /// Acknowledged ids older than ``acknowledgedIDRetention`` are forgotten here, unless another
+  /// process is writing the store (and at most hourly by a running receiver's acknowledgements).
   ///
   /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another receiver, in any process, holds
   ///   the mailbox.
@@ -348,7 +425,10 @@ extension Mailbox {
         "The mailbox '\(name)' already has a receiver (in another process, or another MailboxReceiver in this one). "
           + "A mailbox has one receiver at a time: close the other receiver, or let its process end.")
     }
-    try store.write { db in try Self.forgetOldAcknowledgedIDs(db, now: Date().timeIntervalSince1970) }
+    // Only when no other process writes the store: becoming the receiver never waits.
+    do {
+      try store.write(timeout: .zero) { db in try Self.forgetOldAcknowledgedIDs(db, now: Date().timeIntervalSince1970) }
+    } catch  where error.code == .timedOut {}
     return try MailboxReceiver(mailbox: self, held: held)
   }
 

@@ -109,6 +109,9 @@ final class StoreDatabase: Sendable {
   /// that a reader never trusts its cache while a write is in flight — nor after a writer died in
   /// the middle of one (the next writer makes it even again).
   ///
+  /// Waits for the lock (another process's write) at most `timeout`, blocking the calling
+  /// thread; the `async` twin waits off the cooperative pool.
+  ///
   /// `BEGIN` and `COMMIT` are cached statements, not GRDB's `inTransaction`, which compiles both
   /// at each call; so GRDB's own guard is off: after an error SQLite may roll the whole
   /// transaction back by itself, and a statement run after that would be committed alone. A
@@ -116,25 +119,70 @@ final class StoreDatabase: Sendable {
   /// `db.isInsideTransaction` before its next statement, as ``DefaultsTransaction`` does for the
   /// bodies that users write.
   ///
-  /// - Throws: ``LiaisonError/Code/invalidArgument`` when called from inside another write of
+  /// - Throws: ``LiaisonError/Code/timedOut`` when another process holds the lock longer than
+  ///   `timeout`; ``LiaisonError/Code/invalidArgument`` when called from inside another write of
   ///   this store on the same thread (it would wait for its own lock forever);
   ///   ``LiaisonError/Code/suspended`` while the container is suspended (see ``StoreSuspension``).
-  func write<T>(slot: Int? = nil, _ body: (Database) throws -> T) throws(LiaisonError) -> T {
-    try suspension.access { () throws(LiaisonError) -> T in try writeNow(slot: slot, body) }
+  @available(*, noasync)
+  func write<T>(slot: Int? = nil, timeout: Duration? = nil, _ body: (Database) throws -> T) throws(LiaisonError) -> T {
+    try suspension.access { () throws(LiaisonError) -> T in
+      try checkNotNested()
+      let held: LockGuard
+      do throws(LiaisonError) {
+        held = try writeLock.lock(timeout: timeout)
+      } catch  where error.code == .timedOut {
+        throw timedOut(timeout)
+      }
+      return try writeHolding(held, slot: slot, body)
+    }
   }
 
-  private func writeNow<T>(slot: Int?, _ body: (Database) throws -> T) throws(LiaisonError) -> T {
-    let thread = ObjectIdentifier(Thread.current)
-    let nested = Self.writingThreads.withLock { !$0.insert(thread).inserted }
-    if nested {
+  /// Runs `body` in a write transaction like the blocking ``write(slot:timeout:_:)``, but waits
+  /// for the store's process lock on a thread of its own, never on one of the cooperative pool;
+  /// `body` runs once the lock is held (a write of a few microseconds that waits for nobody).
+  ///
+  /// - Throws: what the blocking form throws, and `CancellationError` when the task is
+  ///   cancelled while waiting.
+  func write<T>(slot: Int? = nil, timeout: Duration? = nil, _ body: (Database) throws -> T) async throws -> T {
+    try suspension.check()
+    let held: LockGuard
+    do {
+      held = try await writeLock.lock(timeout: timeout)
+    } catch let error as LiaisonError where error.code == .timedOut {
+      throw timedOut(timeout)
+    }
+    return try suspension.access { () throws(LiaisonError) -> T in
+      try checkNotNested()
+      return try writeHolding(held, slot: slot, body)
+    }
+  }
+
+  private func timedOut(_ timeout: Duration?) -> LiaisonError {
+    LiaisonError(
+      .timedOut,
+      "Timed out after \(timeout.map { "\($0)" } ?? "waiting") for another process's write of the store '\(path)' "
+        + "to end (a process stopped while writing, by a debugger or SIGSTOP, holds it). Nothing was written: try "
+        + "again later, wait longer, or use the async form, which waits without blocking a thread.",
+      path: path)
+  }
+
+  private func checkNotNested() throws(LiaisonError) {
+    if Self.writingThreads.withLock({ $0.contains(ObjectIdentifier(Thread.current)) }) {
       throw LiaisonError(
         .invalidArgument,
         "A write to the store '\(path)' was started inside another write on the same thread (for example "
           + "`set` inside `transaction` or `update`). Inside a transaction, use the transaction's own get and set.")
     }
-    defer { _ = Self.writingThreads.withLock { $0.remove(thread) } }
-    let held = try writeLock.lock()
+  }
+
+  /// The write itself, once `held` holds the store's process lock; releases it.
+  private func writeHolding<T>(_ held: LockGuard, slot: Int?, _ body: (Database) throws -> T) throws(LiaisonError)
+    -> T
+  {
     defer { held.unlock() }
+    let thread = ObjectIdentifier(Thread.current)
+    Self.writingThreads.withLock { _ = $0.insert(thread) }
+    defer { _ = Self.writingThreads.withLock { $0.remove(thread) } }
     if let slot {
       if generations.load(slot) & 1 == 1 { generations.increment(slot) }  // a writer died mid-write
       generations.increment(slot)  // odd: in flight

@@ -36,10 +36,7 @@ final class StoreSuspension: @unchecked Sendable {
     condition.lock()
     if suspended {
       condition.unlock()
-      throw LiaisonError(
-        .suspended,
-        "The container is suspended, so the store '\(path)' is not read or written (SQLite would lock files in "
-          + "it). Call resume() first.")
+      throw suspendedError
     }
     accesses += 1
     condition.unlock()
@@ -50,6 +47,18 @@ final class StoreSuspension: @unchecked Sendable {
       condition.unlock()
     }
     return try body()
+  }
+
+  /// Throws ``LiaisonError/Code/suspended`` while the container is suspended.
+  func check() throws(LiaisonError) {
+    if isSuspended { throw suspendedError }
+  }
+
+  private var suspendedError: LiaisonError {
+    LiaisonError(
+      .suspended,
+      "The container is suspended, so the store '\(path)' is not read or written (SQLite would lock files in "
+        + "it). Call resume() first.")
   }
 
   /// Refuses new accesses and interrupts those in progress with `interrupt`.

@@ -1,0 +1,87 @@
+import Foundation
+import Liaison
+import LiaisonTestSupport
+import Testing
+
+@testable import LiaisonStore
+
+/// A store write waits for another process's write. While a process holds the store's lock (here
+/// by command; in the field, stopped by a debugger or SIGSTOP in the middle of a write), an
+/// `async` write must leave its actor free, and a blocking write must end at its timeout.
+@Suite("Waiting for another process's write")
+struct StoreWaitTests {
+  let directory = TemporaryDirectory()
+
+  @Test @MainActor func anAsyncSetWaitingForAnotherProcessLeavesTheMainActorFree() async throws {
+    let defaults = try SharedContainer(directory: directory.path).defaults("settings")
+    let key = DefaultsKey<Int>("volume")
+    let peer = try Peer(container: directory.path)
+    try peer.send("storelock defaults")
+    let writer = Task { @MainActor in try await defaults.set(7, for: key) }
+    #expect(await mainActorRuns(while: peer, holds: "store:defaults"))
+    #expect(try defaults.get(key) == nil)  // still waiting
+    try peer.send("unlock store:defaults")
+    try await writer.value
+    #expect(try defaults.get(key) == 7)
+  }
+
+  @Test func aBlockingSetTimesOutWithAClearError() throws {
+    let defaults = try SharedContainer(directory: directory.path).defaults("settings")
+    let key = DefaultsKey<Int>("volume")
+    let peer = try Peer(container: directory.path)
+    try peer.send("storelock defaults")
+    let error = #expect(throws: LiaisonError.self) { try defaults.set(7, for: key, timeout: .milliseconds(50)) }
+    #expect(error?.code == .timedOut)
+    #expect(error?.message.contains("another process's write of the store") == true)
+    #expect(try defaults.get(key) == nil)
+    try peer.send("unlock store:defaults")
+    try defaults.set(7, for: key, timeout: .seconds(60))
+    #expect(try defaults.get(key) == 7)
+  }
+
+  @Test func anAsyncUpdateTimesOutAndACancelledOneWritesNothing() async throws {
+    let defaults = try SharedContainer(directory: directory.path).defaults("settings")
+    let key = DefaultsKey<Int>("launches")
+    let peer = try Peer(container: directory.path)
+    try peer.send("storelock defaults")
+    let error = await #expect(throws: LiaisonError.self) {
+      try await defaults.update(key, timeout: .milliseconds(50)) { ($0 ?? 0) + 1 }
+    }
+    #expect(error?.code == .timedOut)
+    let cancelled = Task { try await defaults.update(key) { ($0 ?? 0) + 1 } }
+    cancelled.cancel()
+    await #expect(throws: CancellationError.self) { try await cancelled.value }
+    try peer.send("unlock store:defaults")
+    #expect(try await defaults.update(key) { ($0 ?? 0) + 1 } == 1)
+  }
+
+  @Test @MainActor func anAsyncReceiveThatQuarantinesLeavesTheMainActorFree() async throws {
+    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
+    try await mailbox.send("not a number")
+    try await mailbox.send(42)
+    let receiver = try mailbox.receiver()
+    let peer = try Peer(container: directory.path)
+    try peer.send("storelock mailboxes")
+    // The first message cannot be read as an Int: quarantining it is a write, which waits.
+    let receiving = Task { @MainActor in try await receiver.receive(Int.self, limit: 1) }
+    #expect(await mainActorRuns(while: peer, holds: "store:mailboxes"))
+    try peer.send("unlock store:mailboxes")
+    let received = try await receiving.value
+    #expect(received.map(\.payload) == [42])
+    try await receiver.acknowledge(received)
+    #expect(try mailbox.count() == 0)  // the other one is quarantined
+    #expect(try await receiver.removeQuarantined() == 1)
+  }
+
+  @Test @MainActor func anAsyncSendWaitingForAnotherProcessLeavesTheMainActorFree() async throws {
+    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
+    _ = try mailbox.count()
+    let peer = try Peer(container: directory.path)
+    try peer.send("storelock mailboxes")
+    let sending = Task { @MainActor in try await mailbox.send("hello") }
+    #expect(await mainActorRuns(while: peer, holds: "store:mailboxes"))
+    try peer.send("unlock store:mailboxes")
+    _ = try await sending.value
+    #expect(try mailbox.count() == 1)
+  }
+}
