@@ -55,22 +55,29 @@ struct StoreWaitTests {
     #expect(try await defaults.update(key) { ($0 ?? 0) + 1 } == 1)
   }
 
-  @Test @MainActor func anAsyncReceiveThatQuarantinesLeavesTheMainActorFree() async throws {
-    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
-    try await mailbox.send("not a number")
-    try await mailbox.send(42)
-    let receiver = try mailbox.receiver()
+  /// Quarantining a message that cannot be decoded is a write: a receive waits for it on a
+  /// thread of its own. More receives than the pool has threads wait at once, and the pool runs on.
+  @Test func asyncReceivesThatQuarantineLeaveTheCooperativePoolFree() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    var receivers: [MailboxReceiver] = []
+    for index in 0..<(ProcessInfo.processInfo.activeProcessorCount + 2) {
+      let mailbox = try container.mailbox("inbox-\(index)")
+      try await mailbox.send("not a number")
+      try await mailbox.send(index)
+      receivers.append(try mailbox.receiver())
+    }
     let peer = try Peer(container: directory.path)
     try peer.send("storelock mailboxes")
-    // The first message cannot be read as an Int: quarantining it is a write, which waits.
-    let receiving = Task { @MainActor in try await receiver.receive(Int.self, limit: 1) }
-    #expect(await mainActorRuns(while: peer, holds: "store:mailboxes"))
+    let receiving = receivers.map { receiver in Task.detached { try await receiver.receive(Int.self, limit: 1) } }
+    #expect(await cooperativePoolRuns(while: peer, holds: "store:mailboxes"))
     try peer.send("unlock store:mailboxes")
-    let received = try await receiving.value
-    #expect(received.map(\.payload) == [42])
-    try await receiver.acknowledge(received)
-    #expect(try mailbox.count() == 0)  // the other one is quarantined
-    #expect(try await receiver.removeQuarantined() == 1)
+    for (index, task) in receiving.enumerated() {
+      let received = try await task.value
+      #expect(received.map(\.payload) == [index])
+      try await receivers[index].acknowledge(received)
+      #expect(try receivers[index].mailbox.count() == 0)  // the other one is quarantined
+      #expect(try await receivers[index].removeQuarantined() == 1)
+    }
   }
 
   @Test @MainActor func anAsyncSendWaitingForAnotherProcessLeavesTheMainActorFree() async throws {

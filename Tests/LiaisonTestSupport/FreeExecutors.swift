@@ -1,0 +1,48 @@
+import Dispatch
+
+/// Whether a job queued on the main actor runs while `peer` holds `lock`, which a main-actor task
+/// started before is waiting for: `false` when the main actor stays blocked for 20 s, after which
+/// `peer` is told to release the lock (`unlock LOCK`), so that the test ends.
+@MainActor public func mainActorRuns(while peer: Peer, holds lock: String) async -> Bool {
+  await runs(while: peer, holds: lock) { ran in await Task { @MainActor in _ = ran.signal() }.value }
+}
+
+/// Whether a job queued on Swift's cooperative pool runs while `peer` holds `lock`, which tasks
+/// started before are waiting for (start more of them than the pool has threads): `false` when
+/// the pool stays blocked for 20 s, after which `peer` is told to release the lock.
+public func cooperativePoolRuns(while peer: Peer, holds lock: String) async -> Bool {
+  await runs(while: peer, holds: lock) { ran in await Task.detached { _ = ran.signal() }.value }
+}
+
+private func runs(
+  while peer: Peer, holds lock: String, _ job: @Sendable (DispatchSemaphore) async -> Void
+) async -> Bool {
+  let ran = DispatchSemaphore(value: 0)
+  // The watchdog is a thread of its own: it must not need the executor it watches.
+  let verdict = DispatchSemaphore(value: 0)
+  let free = LockedFlag()
+  DispatchQueue.global().async {
+    // A bound for failure, not a synchronisation: a free executor runs the job at once.
+    if ran.wait(timeout: .now() + 20) == .timedOut {
+      _ = try? peer.send("unlock \(lock)")
+    } else {
+      free.set()
+    }
+    verdict.signal()
+  }
+  await job(ran)
+  await withCheckedContinuation { continuation in
+    DispatchQueue.global().async {
+      verdict.wait()
+      continuation.resume()
+    }
+  }
+  return free.value
+}
+
+private final class LockedFlag: @unchecked Sendable {
+  private let queue = DispatchQueue(label: "LockedFlag")
+  private var flag = false
+  func set() { queue.sync { flag = true } }
+  var value: Bool { queue.sync { flag } }
+}
