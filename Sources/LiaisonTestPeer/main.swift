@@ -460,6 +460,17 @@ func incrementFile(_ path: String) {
       name: try LiaisonName(words[1] + ".write"), folder: folder, container: container
     ).lock()
     return "locked"
+  case "dbexclusive":  // dbexclusive NAME: holds the shared database NAME in SQLite's exclusive locking mode
+    let queue = try DatabaseQueue(path: try container.privateFolder("databases").path(of: words[1] + ".sqlite"))
+    try queue.writeWithoutTransaction { db in
+      try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE")
+      try db.execute(sql: "BEGIN EXCLUSIVE; COMMIT")
+    }
+    ExclusiveDatabases.queues[words[1]] = queue
+    return "held"
+  case "dbrelease":
+    ExclusiveDatabases.queues[words[1]] = nil
+    return "released"
   default:
     return "unknown command"
   }
@@ -635,4 +646,9 @@ while let line = readLine() {
   } catch {
     say("error \(error)")
   }
+}
+
+/// The connections `dbexclusive` holds.
+@MainActor enum ExclusiveDatabases {
+  static var queues: [String: DatabaseQueue] = [:]
 }

@@ -229,7 +229,7 @@ struct DemoActorCommand: AsyncParsableCommand {
         announce("\(doneAt) waited, then found \"\(token)\": nothing to do")
       }
     case "journal-app":
-      let journal = try container.database("journal", migrator: DemoCommand.journalMigrator)
+      let journal = try await container.database("journal", migrator: DemoCommand.journalMigrator)
       announce("opens the shared database \"journal\" and observes its entries")
       let titles = ValueObservation.tracking { db in try String.fetchAll(db, sql: "SELECT text FROM entry ORDER BY id")
       }
@@ -239,7 +239,7 @@ struct DemoActorCommand: AsyncParsableCommand {
         if !entries.isEmpty { break }
       }
     case "journal-share":
-      let journal = try container.database("journal", migrator: DemoCommand.journalMigrator)
+      let journal = try await container.database("journal", migrator: DemoCommand.journalMigrator)
       try await journal.pool.write { db in
         try db.execute(sql: "INSERT INTO entry (text) VALUES (?)", arguments: ["A link saved from Safari"])
       }

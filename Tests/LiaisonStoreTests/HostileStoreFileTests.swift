@@ -23,7 +23,7 @@ enum StoreFile: String, CaseIterable, Sendable, CustomTestStringConvertible {
   case database = "databases/journal.sqlite"
   case databaseLog = "databases/journal.sqlite-wal"
   case databaseIndex = "databases/journal.sqlite-shm"
-  case databaseOpenLock = "databases/journal.open"
+  case databaseOpenLock = "database-locks/journal"
   case databaseSignal = "database-signals/journal"
 
   /// Whether the file belongs to the store (else to the shared database `journal`).
@@ -85,7 +85,7 @@ enum SQLiteDatabase: String, CaseIterable, Sendable, CustomTestStringConvertible
 }
 
 /// The folders of the store and of shared databases, inside `.liaison`.
-let storeFolders = ["store", "store-signals", "databases", "database-signals"]
+let storeFolders = ["store", "store-signals", "databases", "database-signals", "database-locks"]
 
 /// Every hostile case the threat model lists, for the files of the store and of shared databases:
 /// each ends in a `LiaisonError` that names the file and the fix, or in a documented recovery.

@@ -33,3 +33,15 @@ struct LockWaitFormTests {
     #expect(throws: LiaisonError.self) { try lock.withLock(timeout: .milliseconds(-1)) {} }
   }
 }
+
+@Suite("Durations")
+struct DurationTests {
+  @Test(arguments: [Duration.milliseconds(-1), .nanoseconds(-1), .seconds(-1), .milliseconds(-1500)])
+  func aNegativeDurationClampsToZero(_ duration: Duration) {
+    #expect(duration.clampedNanoseconds == 0)
+  }
+
+  @Test func aPositiveDurationIsItsNanoseconds() {
+    #expect(Duration.milliseconds(1500).clampedNanoseconds == 1_500_000_000)
+  }
+}

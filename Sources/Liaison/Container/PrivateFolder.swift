@@ -149,7 +149,9 @@ package final class PrivateFolder: Sendable {
   }
 
   /// The names in this folder that follow the naming rule, sorted. Other entries are skipped.
-  package func names() throws(LiaisonError) -> [LiaisonName] {
+  /// With a `suffix`, the names of the files called `NAME` + `suffix` (`notes` for
+  /// `notes.sqlite`), so that a name of the longest length allowed is listed too.
+  package func names(suffix: String = "") throws(LiaisonError) -> [LiaisonName] {
     // fdopendir takes ownership of the descriptor it is given. A `dup` would share the folder
     // descriptor's offset with concurrent listings; opening "." gives this listing its own.
     let copy = retryOnInterrupt { openat(descriptor, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
@@ -164,7 +166,8 @@ package final class PrivateFolder: Sendable {
       let fileName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
         String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
       }
-      if let name = LiaisonName(fileName: fileName) { names.append(name) }
+      guard fileName.hasSuffix(suffix) else { continue }
+      if let name = LiaisonName(fileName: String(fileName.dropLast(suffix.count))) { names.append(name) }
     }
     return names.sorted { $0.rawValue < $1.rawValue }
   }

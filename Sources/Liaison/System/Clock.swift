@@ -33,7 +33,8 @@ extension Duration {
   /// The duration in whole nanoseconds, clamped to zero below and `UInt64.max` above.
   var clampedNanoseconds: UInt64 {
     let (seconds, attoseconds) = components
-    if seconds < 0 { return 0 }
+    // A negative duration under a second has zero seconds and negative attoseconds.
+    if seconds < 0 || attoseconds < 0 { return 0 }
     let (product, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
     if overflow { return .max }
     return product.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000)).overflow

@@ -72,12 +72,19 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
   public let errno: Errno?
   /// The file involved, if any, as a path for people to read.
   public let path: String?
+  /// The error this one reports, if it came from a library beneath: for a store or shared
+  /// database, GRDB's `DatabaseError`, with SQLite's result code (`LiaisonStore` reads it as
+  /// `databaseError`).
+  public let cause: (any Error)?
 
-  public init(_ code: Code, _ message: String, errno: Errno? = nil, path: String? = nil) {
+  public init(
+    _ code: Code, _ message: String, errno: Errno? = nil, path: String? = nil, cause: (any Error)? = nil
+  ) {
     self.code = code
     self.message = message
     self.errno = errno
     self.path = path
+    self.cause = cause
   }
 
   public var description: String {

@@ -54,8 +54,10 @@ public final class SharedDatabase: Sendable {
   private let commitRinger: CommitRinger
   private let lifecycle: DatabaseLifecycle
 
+  /// Opens the database `name`, holding `held`, its opening lock (see ``openingLock(_:in:)``).
   init(
-    name: LiaisonName, container: SharedContainer, migrator: DatabaseMigrator, configuration: Configuration
+    name: LiaisonName, container: SharedContainer, migrator: DatabaseMigrator, configuration: Configuration,
+    holding held: LockGuard
   ) throws(LiaisonError) {
     self.name = name
     let folder = try container.privateFolder("databases")
@@ -68,9 +70,8 @@ public final class SharedDatabase: Sendable {
     var configuration = configuration
     configuration.busyMode = .callback { attempts in doorbell.waitForCommit(attempts: attempts) }
 
-    let lock = ProcessLock(name: try LiaisonName(name.rawValue + ".open"), folder: folder, container: container)
     let (pool, migrationsRan) = try SharedPool.open(
-      file, in: folder, configuration: configuration, migrator: migrator, lock: lock)
+      file, in: folder, configuration: configuration, migrator: migrator, holding: held)
     self.pool = pool
     let signal = signal
     let commitRinger = CommitRinger(signal: signal)
@@ -119,19 +120,72 @@ public final class SharedDatabase: Sendable {
   }
 }
 
+extension SharedDatabase {
+  /// The lock that the openers of the database `name` take in turn, so that one migrates it and
+  /// none waits inside SQLite: in a folder of its own, named as the database (so that every valid
+  /// name fits).
+  static func openingLock(_ name: LiaisonName, in container: SharedContainer) throws(LiaisonError) -> ProcessLock {
+    ProcessLock(name: name, folder: try container.privateFolder("database-locks"), container: container)
+  }
+
+  static func openingTimedOut(_ name: LiaisonName, _ timeout: Duration?) -> LiaisonError {
+    LiaisonError(
+      .timedOut,
+      "Timed out after \(timeout.map { "\($0)" } ?? "waiting") while another process opened or migrated the shared "
+        + "database '\(name)' (a process stopped while migrating holds it). Try again later, or wait longer.")
+  }
+}
+
 extension SharedContainer {
   /// The shared database called `name`, opened and migrated with `migrator` once across processes.
+  ///
+  /// Waits, blocking the calling thread, while another process opens or migrates the database;
+  /// the `async` twin waits without blocking a thread of the cooperative pool.
   ///
   /// - Parameters:
   ///   - configuration: GRDB's configuration for the pool. Its `busyMode` is replaced by Liaison's
   ///     (see ``SharedDatabase``); everything else is kept.
+  ///   - timeout: how long to wait at most for another process's opening (its migration); `nil`
+  ///     waits as long as it takes.
   /// - Throws: ``LiaisonError/Code/incompatibleSchema`` when a newer program migrated the
   ///   database; ``LiaisonError/Code/corruptFile`` when the file is damaged;
-  ///   ``LiaisonError/Code/invalidName`` when `name` breaks the naming rule.
+  ///   ``LiaisonError/Code/invalidName`` when `name` breaks the naming rule;
+  ///   ``LiaisonError/Code/timedOut`` when another process's opening lasts longer than `timeout`.
+  @available(*, noasync, message: "Use `try await database(_:migrator:configuration:timeout:)`, which does not block.")
   public func database(
-    _ name: String, migrator: DatabaseMigrator, configuration: Configuration = Configuration()
+    _ name: String, migrator: DatabaseMigrator, configuration: Configuration = Configuration(),
+    timeout: Duration? = nil
   ) throws(LiaisonError) -> SharedDatabase {
-    try SharedDatabase(name: try LiaisonName(name), container: self, migrator: migrator, configuration: configuration)
+    let name = try LiaisonName(name)
+    let held: LockGuard
+    do {
+      held = try SharedDatabase.openingLock(name, in: self).lock(timeout: timeout)
+    } catch let error where error.code == .timedOut {
+      throw SharedDatabase.openingTimedOut(name, timeout)
+    }
+    return try SharedDatabase(
+      name: name, container: self, migrator: migrator, configuration: configuration, holding: held)
+  }
+
+  /// The shared database called `name`, opened and migrated with `migrator` once across
+  /// processes, waiting for another process's opening (its migration) without blocking a thread
+  /// of the cooperative pool.
+  ///
+  /// - Throws: what the blocking form throws, and `CancellationError` when the task is cancelled
+  ///   while waiting.
+  public func database(
+    _ name: String, migrator: DatabaseMigrator, configuration: Configuration = Configuration(),
+    timeout: Duration? = nil
+  ) async throws -> SharedDatabase {
+    let name = try LiaisonName(name)
+    let held: LockGuard
+    do {
+      held = try await SharedDatabase.openingLock(name, in: self).lock(timeout: timeout)
+    } catch let error as LiaisonError where error.code == .timedOut {
+      throw SharedDatabase.openingTimedOut(name, timeout)
+    }
+    return try SharedDatabase(
+      name: name, container: self, migrator: migrator, configuration: configuration, holding: held)
   }
 }
 
@@ -223,6 +277,27 @@ final class DatabaseLifecycle: Sendable {
   }
 }
 
+extension SharedDatabase {
+  /// How often the busy handler of ``SharedContainer/sharedDatabases()`` waited in this process.
+  package static let listingBusyWaits = Locked(0)
+
+  /// The connection that lists a database: read-only (a listing changes nothing), and waiting
+  /// when another connection holds a lock that keeps readers out (a writer in exclusive locking
+  /// mode, a recovery) instead of failing with `SQLITE_BUSY` at once: for up to 30 s, retrying
+  /// at least every 50 ms, like the databases' own busy handler.
+  static var listingConfiguration: Configuration {
+    var configuration = Configuration()
+    configuration.readonly = true
+    let doorbell = CommitDoorbell()
+    configuration.busyMode = .callback { attempts in
+      listingBusyWaits.withLock { $0 += 1 }
+      return doorbell.waitForCommit(attempts: attempts)
+    }
+    configuration.label = "Liaison.listing"
+    return configuration
+  }
+}
+
 /// A shared database as `liaison status` shows it.
 public struct SharedDatabaseInfo: Sendable {
   /// The database's name.
@@ -241,18 +316,19 @@ extension SharedContainer {
   public func sharedDatabases() throws(LiaisonError) -> [SharedDatabaseInfo] {
     guard let folder = try existingPrivateFolder("databases") else { return [] }
     var infos: [SharedDatabaseInfo] = []
-    for file in try folder.names() where file.rawValue.hasSuffix(".sqlite") {
-      guard let name = try? LiaisonName(String(file.rawValue.dropLast(".sqlite".count))) else { continue }
-      let path = folder.path(of: file.rawValue)
+    // Names of up to 128 characters make file names of up to 135.
+    for name in try folder.names(suffix: ".sqlite") {
+      let file = name.rawValue + ".sqlite"
+      let path = folder.path(of: file)
       // Every file SQLite will open is checked first, without opening it (see SharedPool.open).
       var size = 0
       for suffix in ["", "-wal", "-shm"] {
-        guard let info = try folder.inspectFile(file.rawValue + suffix), suffix != "-shm" else { continue }
+        guard let info = try folder.inspectFile(file + suffix), suffix != "-shm" else { continue }
         size += Int(info.st_size)
       }
       let migrations: [String]
       do {
-        migrations = try DatabaseQueue(path: path).read { db in
+        migrations = try DatabaseQueue(path: path, configuration: SharedDatabase.listingConfiguration).read { db in
           guard try db.tableExists("grdb_migrations") else { return [] }
           return try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
         }

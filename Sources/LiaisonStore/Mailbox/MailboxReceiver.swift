@@ -428,7 +428,7 @@ extension Mailbox {
     // Only when no other process writes the store: becoming the receiver never waits.
     do {
       try store.write(timeout: .zero) { db in try Self.forgetOldAcknowledgedIDs(db, now: Date().timeIntervalSince1970) }
-    } catch  where error.code == .timedOut {}
+    } catch let error where error.code == .timedOut {}
     return try MailboxReceiver(mailbox: self, held: held)
   }
 

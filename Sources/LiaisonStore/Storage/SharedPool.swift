@@ -5,8 +5,13 @@ import Liaison
 /// Opening a GRDB `DatabasePool` that several processes share: the one way the store's own
 /// databases and users' shared databases are opened.
 enum SharedPool {
-  /// Opens `file` in `folder` as a pool and migrates it, all while holding `lock`, so that
-  /// concurrent openers neither wait inside SQLite nor run a migration twice.
+  /// The size the write-ahead log is cut back to after a checkpoint (`journal_size_limit`):
+  /// without it, the `-wal` file stays as large as the largest transaction ever made it.
+  static let walSizeLimit = 4 << 20
+
+  /// Opens `file` in `folder` as a pool and migrates it, all while holding `held` (the database's
+  /// opening lock, which the caller takes, waiting or not), so that concurrent openers neither
+  /// wait inside SQLite nor run a migration twice. Releases it.
   ///
   /// SQLite follows symbolic links, so each file it will open is first checked the way Liaison
   /// checks its own files (the database is created 0600 if missing): a planted link or a foreign
@@ -21,11 +26,12 @@ enum SharedPool {
   /// - Returns: the pool, and whether any migration ran.
   static func open(
     _ file: String, in folder: PrivateFolder, configuration: Configuration, migrator: DatabaseMigrator,
-    lock: ProcessLock
+    holding held: LockGuard
   ) throws(LiaisonError) -> (pool: DatabasePool, migrationsRan: Bool) {
     let path = folder.path(of: file)
-    let held = try lock.lock()
     defer { held.unlock() }
+    var configuration = configuration
+    configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA journal_size_limit = \(walSizeLimit)") }
     // Under the lock: another opener creates the database, and its first log, only while holding it.
     let database = try folder.inspectFile(file)
     let log = try folder.inspectFile(file + "-wal")

@@ -97,7 +97,7 @@ final class StoreDatabase: Sendable {
     configuration.observesSuspensionNotifications = true
     let writeLock = ProcessLock(name: try LiaisonName(name + ".write"), folder: folder, container: container)
     let (pool, _) = try SharedPool.open(
-      name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, lock: writeLock)
+      name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, holding: try writeLock.lock())
     return StoreDatabase(
       pool: pool, path: path, folder: folder,
       generations: try GenerationCounters(folder: folder, name: name + ".generations"), writeLock: writeLock,
@@ -130,7 +130,7 @@ final class StoreDatabase: Sendable {
       let held: LockGuard
       do throws(LiaisonError) {
         held = try writeLock.lock(timeout: timeout)
-      } catch  where error.code == .timedOut {
+      } catch let error where error.code == .timedOut {
         throw timedOut(timeout)
       }
       return try writeHolding(held, slot: slot, body)
@@ -232,10 +232,11 @@ final class StoreDatabase: Sendable {
     }
   }
 
-  /// A GRDB or SQLite error as a ``LiaisonError`` that names the file and says what to do.
+  /// A GRDB or SQLite error as a ``LiaisonError`` that names the file and says what to do, and
+  /// keeps the GRDB error (with SQLite's result code) as its ``LiaisonError/cause``.
   static func translate(_ error: any Error, path: String) -> LiaisonError {
     guard let error = error as? DatabaseError else {
-      return LiaisonError(.system, "The store '\(path)' failed: \(error)", path: path)
+      return LiaisonError(.system, "The store '\(path)' failed: \(error)", path: path, cause: error)
     }
     switch error.resultCode {
     case .SQLITE_NOTADB, .SQLITE_CORRUPT:
@@ -244,16 +245,36 @@ final class StoreDatabase: Sendable {
         "The store '\(path)' is not a readable SQLite database (\(error.message ?? "damaged")). Liaison will not "
           + "replace it: stop every process that uses the container, then move it (and its -wal and -shm files) "
           + "aside to keep the data for recovery; a new store is created on next use.",
-        path: path)
+        path: path, cause: error)
     case .SQLITE_FULL:
-      return LiaisonError(.system, "The disk holding the store '\(path)' is full; free some space.", path: path)
+      return LiaisonError(
+        .system, "The disk holding the store '\(path)' is full; free some space.", path: path, cause: error)
     case .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_PERM:
       return LiaisonError(
         .system,
         "The store '\(path)' cannot be written (\(error.message ?? "\(error.resultCode)")). Check the "
-          + "permissions of the container folder.", path: path)
+          + "permissions of the container folder.", path: path, cause: error)
+    case .SQLITE_INTERRUPT:
+      // `suspend()` interrupts the statements in progress (StoreSuspension).
+      return LiaisonError(
+        .suspended,
+        "The access to '\(path)' was interrupted because the container (or the database) was suspended; nothing was "
+          + "written. Call resume() first, then try again.", path: path, cause: error)
+    case .SQLITE_ABORT where error.message == "Database is suspended":
+      // GRDB's own suspension (`Database.suspendNotification`).
+      return LiaisonError(
+        .suspended,
+        "The database '\(path)' is suspended (GRDB's Database.suspendNotification was posted); nothing was written. "
+          + "Post Database.resumeNotification, or call resume(), first.", path: path, cause: error)
     default:
-      return LiaisonError(.system, "The store '\(path)' failed: \(error.message ?? "\(error.resultCode)").", path: path)
+      return LiaisonError(
+        .system, "The store '\(path)' failed: \(error.message ?? "\(error.resultCode)").", path: path, cause: error)
     }
   }
+}
+
+extension LiaisonError {
+  /// The GRDB error beneath this one, with SQLite's result code (`resultCode`,
+  /// `extendedResultCode`), when a store or shared database failed.
+  public var databaseError: DatabaseError? { cause as? DatabaseError }
 }
