@@ -454,10 +454,10 @@ func incrementFile(_ path: String) {
     case .failure(let error):
       throw error
     }
-  case "storelock":  // storelock STORE: holds the write lock of the store database STORE ("defaults", …)
-    let folder = try container.privateFolder("store")
-    guards["store:" + words[1]] = try ProcessLock(
-      name: try LiaisonName(words[1] + ".write"), folder: folder, container: container
+  case "holdlock":  // holdlock FOLDER NAME: holds Liaison's own lock NAME in .liaison/FOLDER ("store defaults.write")
+    let folder = try container.privateFolder(words[1])
+    guards[words[1] + "/" + words[2]] = try ProcessLock(
+      name: try LiaisonName(words[2]), folder: folder, container: container
     ).lock()
     return "locked"
   case "dbexclusive":  // dbexclusive NAME: holds the shared database NAME in SQLite's exclusive locking mode

@@ -38,7 +38,7 @@ struct StoreEdgeTests {
     #expect(suspended.databaseError?.resultCode == .SQLITE_ABORT)
   }
 
-  @Test(arguments: [121, 128]) func aDatabaseNameOfTheLongestLengthsOpensAndIsListed(_ length: Int) throws {
+  @Test(arguments: [122, 128]) func aDatabaseNameOfTheLongestLengthsOpensAndIsListed(_ length: Int) throws {
     let name = String(repeating: "d", count: length)
     let container = try SharedContainer(directory: directory.path)
     let database = try container.database(name, migrator: Self.migrator)

@@ -16,11 +16,11 @@ struct StoreWaitTests {
     let defaults = try SharedContainer(directory: directory.path).defaults("settings")
     let key = DefaultsKey<Int>("volume")
     let peer = try Peer(container: directory.path)
-    try peer.send("storelock defaults")
+    try peer.send("holdlock store defaults.write")
     let writer = Task { @MainActor in try await defaults.set(7, for: key) }
-    #expect(await mainActorRuns(while: peer, holds: "store:defaults"))
+    #expect(await mainActorRuns(while: peer, holds: "store/defaults.write"))
     #expect(try defaults.get(key) == nil)  // still waiting
-    try peer.send("unlock store:defaults")
+    try peer.send("unlock store/defaults.write")
     try await writer.value
     #expect(try defaults.get(key) == 7)
   }
@@ -29,12 +29,12 @@ struct StoreWaitTests {
     let defaults = try SharedContainer(directory: directory.path).defaults("settings")
     let key = DefaultsKey<Int>("volume")
     let peer = try Peer(container: directory.path)
-    try peer.send("storelock defaults")
+    try peer.send("holdlock store defaults.write")
     let error = #expect(throws: LiaisonError.self) { try defaults.set(7, for: key, timeout: .milliseconds(50)) }
     #expect(error?.code == .timedOut)
     #expect(error?.message.contains("another process's write of the store") == true)
     #expect(try defaults.get(key) == nil)
-    try peer.send("unlock store:defaults")
+    try peer.send("unlock store/defaults.write")
     try defaults.set(7, for: key, timeout: .seconds(60))
     #expect(try defaults.get(key) == 7)
   }
@@ -43,7 +43,7 @@ struct StoreWaitTests {
     let defaults = try SharedContainer(directory: directory.path).defaults("settings")
     let key = DefaultsKey<Int>("launches")
     let peer = try Peer(container: directory.path)
-    try peer.send("storelock defaults")
+    try peer.send("holdlock store defaults.write")
     let error = await #expect(throws: LiaisonError.self) {
       try await defaults.update(key, timeout: .milliseconds(50)) { ($0 ?? 0) + 1 }
     }
@@ -51,7 +51,7 @@ struct StoreWaitTests {
     let cancelled = Task { try await defaults.update(key) { ($0 ?? 0) + 1 } }
     cancelled.cancel()
     await #expect(throws: CancellationError.self) { try await cancelled.value }
-    try peer.send("unlock store:defaults")
+    try peer.send("unlock store/defaults.write")
     #expect(try await defaults.update(key) { ($0 ?? 0) + 1 } == 1)
   }
 
@@ -67,10 +67,10 @@ struct StoreWaitTests {
       receivers.append(try mailbox.receiver())
     }
     let peer = try Peer(container: directory.path)
-    try peer.send("storelock mailboxes")
+    try peer.send("holdlock store mailboxes.write")
     let receiving = receivers.map { receiver in Task.detached { try await receiver.receive(Int.self, limit: 1) } }
-    #expect(await cooperativePoolRuns(while: peer, holds: "store:mailboxes"))
-    try peer.send("unlock store:mailboxes")
+    #expect(await cooperativePoolRuns(while: peer, holds: "store/mailboxes.write"))
+    try peer.send("unlock store/mailboxes.write")
     for (index, task) in receiving.enumerated() {
       let received = try await task.value
       #expect(received.map(\.payload) == [index])
@@ -84,11 +84,34 @@ struct StoreWaitTests {
     let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
     _ = try mailbox.count()
     let peer = try Peer(container: directory.path)
-    try peer.send("storelock mailboxes")
+    try peer.send("holdlock store mailboxes.write")
     let sending = Task { @MainActor in try await mailbox.send("hello") }
-    #expect(await mainActorRuns(while: peer, holds: "store:mailboxes"))
-    try peer.send("unlock store:mailboxes")
+    #expect(await mainActorRuns(while: peer, holds: "store/mailboxes.write"))
+    try peer.send("unlock store/mailboxes.write")
     _ = try await sending.value
     #expect(try mailbox.count() == 1)
+  }
+
+  /// Opening a shared database waits while another process opens (migrates) it.
+  @Test @MainActor func anAsyncOpeningWaitingForAnotherProcessesMigrationLeavesTheMainActorFree() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let peer = try Peer(container: directory.path)
+    try peer.send("holdlock database-locks journal")
+    let opening = Task { @MainActor in try await container.database("journal", migrator: StoreEdgeTests.migrator) }
+    #expect(await mainActorRuns(while: peer, holds: "database-locks/journal"))
+    try peer.send("unlock database-locks/journal")
+    let database = try await opening.value
+    #expect(try await database.pool.read { db in try db.tableExists("item") })
+  }
+
+  @Test func aBlockingOpeningTimesOutWithAClearError() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let peer = try Peer(container: directory.path)
+    try peer.send("holdlock database-locks journal")
+    let error = #expect(throws: LiaisonError.self) {
+      _ = try container.database("journal", migrator: StoreEdgeTests.migrator, timeout: .milliseconds(50))
+    }
+    #expect(error?.code == .timedOut)
+    #expect(error?.message.contains("opened or migrated the shared database 'journal'") == true)
   }
 }
