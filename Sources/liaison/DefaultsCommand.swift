@@ -66,9 +66,9 @@ struct DefaultsCommand: AsyncParsableCommand {
       if let domain, let key {
         let name = try await Self.reporting { try LiaisonName(key) }
         guard !domains.isEmpty else { throw ExitCode(1) }
-        let stored = try await Self.reporting { () throws -> DefaultsRawValue? in
+        let stored = try await Self.reporting { () async throws -> DefaultsRawValue? in
           do {
-            return try container.defaults(domain).rawValue(for: name)
+            return try await container.defaults(domain).rawValue(for: name)
           } catch let error as LiaisonError where error.code == .corruptFile {
             throw CLIError(
               DefaultsCommand.unreadable(domain: domain, key: key, "its kind or bytes are not what Liaison stores."),
@@ -86,7 +86,7 @@ struct DefaultsCommand: AsyncParsableCommand {
       var all: [String: [String: (text: String, json: Any)]] = [:]
       var problems: [String] = []
       for name in domains {
-        let rows = try await Self.reporting { try container.defaults(name.rawValue).rowsReadOneByOne() }
+        let rows = try await Self.reporting { try await container.defaults(name.rawValue).rowsReadOneByOne() }
         all[name.rawValue] = [:]
         for (key, value) in rows {
           switch value.map(DefaultsCommand.readable) {
@@ -136,7 +136,7 @@ struct DefaultsCommand: AsyncParsableCommand {
 
     func run() async throws {
       try await Self.reporting {
-        let defaults = try options.open().defaults(domain)
+        let defaults = try await options.open().defaults(domain)
         let text = try CommandLineValue.valueOrStandardInput(value, limit: SharedDefaults.maximumValueSize)
         try await defaults.setJSON(CommandLineValue.json(text), for: try LiaisonName(key))
       }
@@ -152,7 +152,7 @@ struct DefaultsCommand: AsyncParsableCommand {
 
     func run() async throws {
       try await Self.reporting {
-        let defaults = try options.open().defaults(domain)
+        let defaults = try await options.open().defaults(domain)
         if let key { try await defaults.remove(named: try LiaisonName(key)) } else { try await defaults.removeAll() }
       }
     }
@@ -170,7 +170,7 @@ struct DefaultsCommand: AsyncParsableCommand {
 
     func run() async throws {
       let (defaults, notifications) = try await Self.reporting {
-        let defaults = try options.open().defaults(domain)
+        let defaults = try await options.open().defaults(domain)
         return (defaults, try defaults.changes())
       }
       func emit(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }

@@ -211,7 +211,7 @@ struct DemoActorCommand: AsyncParsableCommand {
       claim.release()
     case "token-client":
       let who = arguments[0]
-      let auth = try container.defaults("auth")
+      let auth = try await container.defaults("auth")
       announce("ready")
       _ = Swift.readLine()
       let refreshedHere = Locked(false)

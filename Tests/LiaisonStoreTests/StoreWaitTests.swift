@@ -13,7 +13,7 @@ struct StoreWaitTests {
   let directory = TemporaryDirectory()
 
   @Test @MainActor func anAsyncSetWaitingForAnotherProcessLeavesTheMainActorFree() async throws {
-    let defaults = try SharedContainer(directory: directory.path).defaults("settings")
+    let defaults = try await SharedContainer(directory: directory.path).defaults("settings")
     let key = DefaultsKey<Int>("volume")
     let peer = try Peer(container: directory.path)
     try peer.send("holdlock store defaults.write")
@@ -40,7 +40,7 @@ struct StoreWaitTests {
   }
 
   @Test func anAsyncUpdateTimesOutAndACancelledOneWritesNothing() async throws {
-    let defaults = try SharedContainer(directory: directory.path).defaults("settings")
+    let defaults = try await SharedContainer(directory: directory.path).defaults("settings")
     let key = DefaultsKey<Int>("launches")
     let peer = try Peer(container: directory.path)
     try peer.send("holdlock store defaults.write")
@@ -113,5 +113,30 @@ struct StoreWaitTests {
     }
     #expect(error?.code == .timedOut)
     #expect(error?.message.contains("opened or migrated the shared database 'journal'") == true)
+  }
+
+  /// The first domain a process opens opens the store, which waits for another process's write.
+  @Test @MainActor func anAsyncOpeningOfTheStoreLeavesTheMainActorFree() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let peer = try Peer(container: directory.path)
+    try peer.send("dset settings volume 3")
+    try peer.send("holdlock store defaults.write")
+    let opening = Task { @MainActor in try await container.defaults("settings") }
+    #expect(await mainActorRuns(while: peer, holds: "store/defaults.write"))
+    try peer.send("unlock store/defaults.write")
+    #expect(try await opening.value.get(DefaultsKey<Int>("volume")) == 3)
+  }
+
+  @Test func aBlockingOpeningOfTheStoreTimesOut() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let peer = try Peer(container: directory.path)
+    try peer.send("dset settings volume 3")
+    try peer.send("holdlock store defaults.write")
+    let error = #expect(throws: LiaisonError.self) {
+      _ = try container.defaults("settings", timeout: .milliseconds(50))
+    }
+    #expect(error?.code == .timedOut)
+    try peer.send("unlock store/defaults.write")
+    #expect(try container.defaults("settings", timeout: .seconds(60)).get(DefaultsKey<Int>("volume")) == 3)
   }
 }

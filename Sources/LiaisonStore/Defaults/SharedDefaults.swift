@@ -64,10 +64,10 @@ public final class SharedDefaults: Sendable {
     case stored(StoredValue?)
   }
 
-  init(domain: LiaisonName, container: SharedContainer) throws(LiaisonError) {
+  init(domain: LiaisonName, container: SharedContainer, store: StoreDatabase) throws(LiaisonError) {
     self.domain = domain
     self.container = container
-    store = try StoreDatabase.shared(container, name: "defaults", migrator: Self.migrator)
+    self.store = store
     slot = GenerationCounters.slot(for: domain.rawValue)
     signal = try Signal(name: domain, folder: try container.privateFolder("store-signals"))
     // Read once now: a damaged signal file is an error that names it here, not a silent end of
@@ -511,11 +511,28 @@ package struct StoredValue: Sendable {
 extension SharedContainer {
   /// The shared defaults domain called `domain`.
   ///
+  /// The first domain a process opens opens the store, which waits (at most `timeout`) while
+  /// another process writes or migrates it; the `async` twin waits without blocking a thread of
+  /// the cooperative pool.
+  ///
   /// - Throws: ``LiaisonError/Code/invalidName`` when `domain` breaks the naming rule;
   ///   ``LiaisonError/Code/corruptFile`` when the store is damaged;
-  ///   ``LiaisonError/Code/incompatibleSchema`` when a newer version of Liaison migrated it.
-  public func defaults(_ domain: String) throws(LiaisonError) -> SharedDefaults {
-    try SharedDefaults(domain: try LiaisonName(domain), container: self)
+  ///   ``LiaisonError/Code/incompatibleSchema`` when a newer version of Liaison migrated it;
+  ///   ``LiaisonError/Code/timedOut`` when another process holds the store longer than `timeout`.
+  @available(*, noasync, message: "Use `try await defaults(_:timeout:)`, which does not block the cooperative pool.")
+  public func defaults(_ domain: String, timeout: Duration? = nil) throws(LiaisonError) -> SharedDefaults {
+    let domain = try LiaisonName(domain)
+    let store = try StoreDatabase.shared(self, name: "defaults", migrator: SharedDefaults.migrator, timeout: timeout)
+    return try SharedDefaults(domain: domain, container: self, store: store)
+  }
+
+  /// The shared defaults domain called `domain`, waiting for another process's write or
+  /// migration of the store without blocking a thread of the cooperative pool.
+  public func defaults(_ domain: String, timeout: Duration? = nil) async throws -> SharedDefaults {
+    let domain = try LiaisonName(domain)
+    let store = try await StoreDatabase.shared(
+      self, name: "defaults", migrator: SharedDefaults.migrator, timeout: timeout)
+    return try SharedDefaults(domain: domain, container: self, store: store)
   }
 }
 

@@ -46,19 +46,79 @@ final class StoreDatabase: Sendable {
   private static let writingThreads = Locked<Set<ObjectIdentifier>>([])
 
   /// The database `name` of `container`, opened once per process and migrated once across
-  /// processes.
+  /// processes: the first opening in a process waits (at most `timeout`) for the store's lock,
+  /// which another process's write or migration may hold.
+  @available(*, noasync)
   static func shared(
-    _ container: SharedContainer, name: String, migrator: DatabaseMigrator
+    _ container: SharedContainer, name: String, migrator: DatabaseMigrator, timeout: Duration? = nil
   ) throws(LiaisonError) -> StoreDatabase {
+    let (folder, lock) = try opening(container, name: name)
+    if let open = registered(folder, name: name) { return open }
+    let held: LockGuard
+    do {
+      held = try lock.lock(timeout: timeout)
+    } catch let error where error.code == .timedOut {
+      throw openingTimedOut(folder.path(of: name + ".sqlite"), timeout)
+    }
+    return try register(container, folder: folder, name: name, migrator: migrator, holding: held)
+  }
+
+  /// The database `name` of `container`, waiting for the store's lock without blocking a thread
+  /// of the cooperative pool.
+  static func shared(
+    _ container: SharedContainer, name: String, migrator: DatabaseMigrator, timeout: Duration? = nil
+  ) async throws -> StoreDatabase {
+    let (folder, lock) = try opening(container, name: name)
+    if let open = registered(folder, name: name) { return open }
+    let held: LockGuard
+    do {
+      held = try await lock.lock(timeout: timeout)
+    } catch let error as LiaisonError where error.code == .timedOut {
+      throw openingTimedOut(folder.path(of: name + ".sqlite"), timeout)
+    }
+    return try register(container, folder: folder, name: name, migrator: migrator, holding: held)
+  }
+
+  private static func opening(
+    _ container: SharedContainer, name: String
+  ) throws(LiaisonError) -> (PrivateFolder, ProcessLock) {
     let folder = try container.privateFolder("store")
-    let key = folder.identity + "/" + name
-    return try registry.withLock { registry throws(LiaisonError) in
-      // A folder deleted and made again can reuse the inode, hence the key: such an entry is stale.
-      if let open = registry[key], !open.folder.isDeleted { return open }
-      let database = try open(container, folder: folder, name: name, migrator: migrator)
+    return (folder, ProcessLock(name: try LiaisonName(name + ".write"), folder: folder, container: container))
+  }
+
+  /// The database already open in this process. A folder deleted and made again can reuse the
+  /// inode, hence the key: such an entry is stale.
+  private static func registered(_ folder: PrivateFolder, name: String) -> StoreDatabase? {
+    registry.withLock { registry in
+      registry[folder.identity + "/" + name].flatMap { $0.folder.isDeleted ? nil : $0 }
+    }
+  }
+
+  /// Opens the database holding `held` (released here), unless another thread of this process
+  /// opened it meanwhile.
+  private static func register(
+    _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator,
+    holding held: LockGuard
+  ) throws(LiaisonError) -> StoreDatabase {
+    try registry.withLock { registry throws(LiaisonError) in
+      let key = folder.identity + "/" + name
+      if let open = registry[key], !open.folder.isDeleted {
+        held.unlock()
+        return open
+      }
+      let database = try open(container, folder: folder, name: name, migrator: migrator, holding: held)
       registry[key] = database
       return database
     }
+  }
+
+  private static func openingTimedOut(_ path: String, _ timeout: Duration?) -> LiaisonError {
+    LiaisonError(
+      .timedOut,
+      "Timed out after \(timeout.map { "\($0)" } ?? "waiting") opening the store '\(path)': another process's write "
+        + "or migration holds it (a process stopped while writing, by a debugger or SIGSTOP). Try again later, or "
+        + "wait longer.",
+      path: path)
   }
 
   /// The database `name` of `container` if its file exists (for listings, which must not create
@@ -72,7 +132,8 @@ final class StoreDatabase: Sendable {
   }
 
   private static func open(
-    _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator
+    _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator,
+    holding held: LockGuard
   ) throws(LiaisonError) -> StoreDatabase {
     let path = folder.path(of: name + ".sqlite")
     let suspension = StoreSuspension(path: path)
@@ -97,7 +158,7 @@ final class StoreDatabase: Sendable {
     configuration.observesSuspensionNotifications = true
     let writeLock = ProcessLock(name: try LiaisonName(name + ".write"), folder: folder, container: container)
     let (pool, _) = try SharedPool.open(
-      name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, holding: try writeLock.lock())
+      name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, holding: held)
     return StoreDatabase(
       pool: pool, path: path, folder: folder,
       generations: try GenerationCounters(folder: folder, name: name + ".generations"), writeLock: writeLock,
