@@ -55,12 +55,15 @@ struct StoreWaitTests {
     #expect(try await defaults.update(key) { ($0 ?? 0) + 1 } == 1)
   }
 
-  /// Quarantining a message that cannot be decoded is a write: a receive waits for it on a
-  /// thread of its own. More receives than the pool has threads wait at once, and the pool runs on.
-  @Test func asyncReceivesThatQuarantineLeaveTheCooperativePoolFree() async throws {
+  /// Quarantining a message that cannot be decoded is a write: while another process holds the
+  /// store, each receive waits for it on a thread of its own (Liaison's `liaison-wait`), not on
+  /// one of the cooperative pool, even when more receives wait than the pool has threads.
+  @Test(.enabled(if: readsProc, "reads /proc (Linux)"))
+  func asyncReceivesThatQuarantineWaitOnThreadsOfTheirOwn() async throws {
     let container = try SharedContainer(directory: directory.path)
+    let count = ProcessInfo.processInfo.activeProcessorCount + 2
     var receivers: [MailboxReceiver] = []
-    for index in 0..<(ProcessInfo.processInfo.activeProcessorCount + 2) {
+    for index in 0..<count {
       let mailbox = try container.mailbox("inbox-\(index)")
       try await mailbox.send("not a number")
       try await mailbox.send(index)
@@ -69,7 +72,7 @@ struct StoreWaitTests {
     let peer = try Peer(container: directory.path)
     try peer.send("holdlock store mailboxes.write")
     let receiving = receivers.map { receiver in Task.detached { try await receiver.receive(Int.self, limit: 1) } }
-    #expect(await cooperativePoolRuns(while: peer, holds: "store/mailboxes.write"))
+    try waitUntil("every receive waits on a thread of its own") { threadsNamed("liaison-wait") >= count }
     try peer.send("unlock store/mailboxes.write")
     for (index, task) in receiving.enumerated() {
       let received = try await task.value

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 
 /// Whether a job queued on the main actor runs while `peer` holds `lock`, which a main-actor task
 /// started before is waiting for: `false` when the main actor stays blocked for 20 s, after which
@@ -7,11 +8,13 @@ import Dispatch
   await runs(while: peer, holds: lock) { ran in await Task { @MainActor in _ = ran.signal() }.value }
 }
 
-/// Whether a job queued on Swift's cooperative pool runs while `peer` holds `lock`, which tasks
-/// started before are waiting for (start more of them than the pool has threads): `false` when
-/// the pool stays blocked for 20 s, after which `peer` is told to release the lock.
-public func cooperativePoolRuns(while peer: Peer, holds lock: String) async -> Bool {
-  await runs(while: peer, holds: lock) { ran in await Task.detached { _ = ran.signal() }.value }
+/// How many threads of this process are called `name` (Linux: read from `/proc`).
+public func threadsNamed(_ name: String) -> Int {
+  let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+  return tasks.filter {
+    (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?
+      .trimmingCharacters(in: .whitespacesAndNewlines) == name
+  }.count
 }
 
 private func runs(
