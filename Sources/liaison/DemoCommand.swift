@@ -245,14 +245,14 @@ struct DemoActorCommand: AsyncParsableCommand {
       }
       announce("saves \"A link saved from Safari\" into the same database")
     case "inbox-share":
-      let inbox = try container.mailbox("inbox", sender: "share extension")
+      let inbox = try await container.mailbox("inbox", sender: "share extension")
       for (number, link) in ["swift.org", "sqlite.org/wal.html", "man7.org/flock.2"].enumerated() {
         try await inbox.send(link, id: "link-\(number + 1)")
         announce("sends \"\(link)\" to the app's inbox")
       }
       announce("done")
     case "inbox-app":
-      let receiver = try container.mailbox("inbox").receiver()
+      let receiver = try await container.mailbox("inbox").receiver()
       let crashBeforeLast = arguments.first == "crash-before-last"
       announce(crashBeforeLast ? "starts, and receives its inbox" : "starts again")
       while true {

@@ -60,7 +60,7 @@ struct SendCommand: AsyncParsableCommand {
 
   func run() async throws {
     let stored = try await Self.reporting {
-      let outbox = try options.open().mailbox(mailbox, sender: sender)
+      let outbox = try await options.open().mailbox(mailbox, sender: sender)
       let text = try CommandLineValue.valueOrStandardInput(message, limit: outbox.limits.maximumMessageSize)
       return try await outbox.sendJSON(CommandLineValue.json(text), id: id)
     }
@@ -99,7 +99,7 @@ struct ReceiveCommand: AsyncParsableCommand {
   func run() async throws {
     let receiver = try await Self.reporting {
       do {
-        return try options.open().mailbox(mailbox).receiver()
+        return try await options.open().mailbox(mailbox).receiver()
       } catch let error as LiaisonError where error.code == .alreadyClaimed {
         throw CLIError(
           "The mailbox '\(mailbox)' already has a receiver (another process). Try again when it has ended.",
@@ -143,12 +143,12 @@ struct PeekCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    let entries = try await Self.reporting { () throws -> [MailboxEntry] in
+    let entries = try await Self.reporting { () async throws -> [MailboxEntry] in
       let container = try options.openExisting()
       let name = try LiaisonName(mailbox)
       // Opening a mailbox that does not exist would create it: there is nothing to show.
       guard try container.mailboxes().contains(where: { $0.name == name }) else { return [] }
-      return try container.mailbox(mailbox).peek(limit: limit)
+      return try await container.mailbox(mailbox).peek(limit: limit)
     }
     for entry in entries {
       let report = MessageReport(

@@ -143,7 +143,7 @@ struct MailboxTests {
     try sender.send("msendraw inbox not-json")
     try sender.send("msendid inbox plain just-a-string")
     try sender.send("msend inbox s0 2")
-    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
+    let mailbox = try await SharedContainer(directory: directory.path).mailbox("inbox")
     let receiver = try mailbox.receiver()
     var received: [TestMessage] = []
     for try await envelope in receiver.messages(TestMessage.self) {
@@ -267,7 +267,7 @@ struct MailboxTests {
   }
 
   @Test func aWaitingReceiveEndsWhenItsTaskIsCancelledOrTheReceiverCloses() async throws {
-    let mailbox = try SharedContainer(directory: directory.path).mailbox("idle")
+    let mailbox = try await SharedContainer(directory: directory.path).mailbox("idle")
     let receiver = try mailbox.receiver()
     let cancelled = Task { try await receiver.receive(String.self) }
     cancelled.cancel()
@@ -302,7 +302,7 @@ extension MailboxTests {
   /// the messages after it wait, and no send is coming to wake the receiver.
   @Test func aBatchThatIsAllQuarantinedDoesNotHideTheMessagesAfterIt() async throws {
     let container = try SharedContainer(directory: directory.path)
-    let mailbox = try container.mailbox("inbox")
+    let mailbox = try await container.mailbox("inbox")
     try await mailbox.send(Data("not-json".utf8))
     try await mailbox.send("not a TestMessage")
     try await mailbox.send(TestMessage(sender: "t", n: 1))
@@ -311,7 +311,7 @@ extension MailboxTests {
     #expect(try mailbox.peek().filter { $0.quarantineReason != nil }.count == 2)
 
     // A waiting receive: the messages were sent before the receiver, so no ring is coming.
-    let stalled = try container.mailbox("stalled")
+    let stalled = try await container.mailbox("stalled")
     try await stalled.send(Data("not-json".utf8))
     try await stalled.send(TestMessage(sender: "t", n: 2))
     let waiting = try stalled.receiver()
@@ -378,7 +378,7 @@ extension MailboxTests {
   /// `messages()` reads ahead a batch; leaving the loop must not make the rest of that batch
   /// invisible to this receiver (they would wait until the next receiver, i.e. the next launch).
   @Test func leavingAMessagesLoopKeepsTheMessagesItReadAhead() async throws {
-    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
+    let mailbox = try await SharedContainer(directory: directory.path).mailbox("inbox")
     try await mailbox.sendAll(["a", "b", "c"])
     let receiver = try mailbox.receiver()
     for try await envelope in receiver.messages(String.self) {
@@ -392,7 +392,7 @@ extension MailboxTests {
   /// `suspended`, rather than sleep on until the next send.
   @Test func suspendingTheContainerEndsAWaitingReceive() async throws {
     let container = try SharedContainer(directory: directory.path)
-    let receiver = try container.mailbox("idle").receiver()
+    let receiver = try await container.mailbox("idle").receiver()
     let started = Locked(false)
     let waiting = Task {
       try await within(seconds: 10) { () async -> LiaisonError.Code? in

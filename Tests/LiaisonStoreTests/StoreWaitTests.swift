@@ -64,7 +64,7 @@ struct StoreWaitTests {
     let count = ProcessInfo.processInfo.activeProcessorCount + 2
     var receivers: [MailboxReceiver] = []
     for index in 0..<count {
-      let mailbox = try container.mailbox("inbox-\(index)")
+      let mailbox = try await container.mailbox("inbox-\(index)")
       try await mailbox.send("not a number")
       try await mailbox.send(index)
       receivers.append(try mailbox.receiver())
@@ -84,7 +84,7 @@ struct StoreWaitTests {
   }
 
   @Test @MainActor func anAsyncSendWaitingForAnotherProcessLeavesTheMainActorFree() async throws {
-    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
+    let mailbox = try await SharedContainer(directory: directory.path).mailbox("inbox")
     _ = try mailbox.count()
     let peer = try Peer(container: directory.path)
     try peer.send("holdlock store mailboxes.write")
@@ -141,5 +141,23 @@ struct StoreWaitTests {
     #expect(error?.code == .timedOut)
     try peer.send("unlock store/defaults.write")
     #expect(try container.defaults("settings", timeout: .seconds(60)).get(DefaultsKey<Int>("volume")) == 3)
+  }
+
+  @Test @MainActor func anAsyncOpeningOfAMailboxLeavesTheMainActorFree() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let peer = try Peer(container: directory.path)
+    try peer.send("holdlock store mailboxes.write")
+    let opening = Task { @MainActor in try await container.mailbox("inbox") }
+    #expect(await mainActorRuns(while: peer, holds: "store/mailboxes.write"))
+    try peer.send("unlock store/mailboxes.write")
+    #expect(try await opening.value.count() == 0)
+  }
+
+  @Test func aBlockingOpeningOfAMailboxTimesOut() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let peer = try Peer(container: directory.path)
+    try peer.send("holdlock store mailboxes.write")
+    let error = #expect(throws: LiaisonError.self) { _ = try container.mailbox("inbox", timeout: .milliseconds(50)) }
+    #expect(error?.code == .timedOut)
   }
 }

@@ -79,7 +79,7 @@ public final class Mailbox: Sendable {
     self.sender = sender
     self.limits = limits
     self.container = container
-    store = try StoreDatabase.shared(container, name: "mailboxes", migrator: Self.migrator)
+    store = try StoreDatabase.shared(container, name: Self.storeName, migrator: Self.migrator)
     signal = try Signal(name: name, folder: try container.privateFolder("mailbox-signals"))
     // Read once now: a damaged signal file is an error that names it here, not receivers that
     // are silently never woken.
@@ -260,6 +260,9 @@ public final class Mailbox: Sendable {
 
   // MARK: Schema
 
+  /// The store database that holds every mailbox.
+  static let storeName = "mailboxes"
+
   static let migrator: DatabaseMigrator = {
     var migrator = DatabaseMigrator()
     migrator.registerMigration("mailbox v1") { db in
@@ -308,12 +311,32 @@ extension SharedContainer {
   ///   - sender: the name this handle's messages carry as their sender; by default the
   ///     process's name.
   ///   - limits: the sizes this handle's sends may make the mailbox reach.
+  ///   - timeout: how long the first opening in this process waits at most while another process
+  ///     writes or migrates the store; `nil` waits as long as it takes. The `async` twin waits
+  ///     without blocking a thread of the cooperative pool.
   /// - Throws: ``LiaisonError/Code/invalidName`` when `name` breaks the naming rule;
-  ///   ``LiaisonError/Code/corruptFile`` when the store is damaged.
+  ///   ``LiaisonError/Code/corruptFile`` when the store is damaged; ``LiaisonError/Code/timedOut``
+  ///   when another process holds the store longer than `timeout`.
+  @available(*, noasync, message: "Use `try await mailbox(_:sender:limits:timeout:)`, which does not block the pool.")
   public func mailbox(
-    _ name: String, sender: String = ProcessInfo.processInfo.processName, limits: Mailbox.Limits = .init()
+    _ name: String, sender: String = ProcessInfo.processInfo.processName, limits: Mailbox.Limits = .init(),
+    timeout: Duration? = nil
   ) throws(LiaisonError) -> Mailbox {
-    try Mailbox(name: try LiaisonName(name), sender: sender, limits: limits, container: self)
+    let name = try LiaisonName(name)
+    // Opened (and registered in this process) first, so that the handle finds it open.
+    _ = try StoreDatabase.shared(self, name: Mailbox.storeName, migrator: Mailbox.migrator, timeout: timeout)
+    return try Mailbox(name: name, sender: sender, limits: limits, container: self)
+  }
+
+  /// The mailbox called `name`, waiting for another process's write or migration of the store
+  /// without blocking a thread of the cooperative pool.
+  public func mailbox(
+    _ name: String, sender: String = ProcessInfo.processInfo.processName, limits: Mailbox.Limits = .init(),
+    timeout: Duration? = nil
+  ) async throws -> Mailbox {
+    let name = try LiaisonName(name)
+    _ = try await StoreDatabase.shared(self, name: Mailbox.storeName, migrator: Mailbox.migrator, timeout: timeout)
+    return try Mailbox(name: name, sender: sender, limits: limits, container: self)
   }
 
   /// Every mailbox that holds messages, by name: how many wait, how many are quarantined, and
