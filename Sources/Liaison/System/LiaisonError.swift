@@ -29,6 +29,7 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
       case tooLarge = "too large"
       case incompatibleSchema = "incompatible schema"
       case system = "system error"
+      case closed = "closed"
     }
     private let value: Value
     private init(_ value: Value) { self.value = value }
@@ -60,6 +61,8 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
     public static let incompatibleSchema = Code(.incompatibleSchema)
     /// A system call failed; ``LiaisonError/errno`` says which error.
     public static let system = Code(.system)
+    /// The object was closed by its owner (a mailbox receiver's `close()`, say): make a new one.
+    public static let closed = Code(.closed)
 
     public var description: String { value.rawValue }
   }

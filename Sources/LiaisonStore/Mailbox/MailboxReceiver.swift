@@ -28,10 +28,11 @@ public struct MailboxEnvelope<Payload: Sendable>: Sendable {
 ///
 /// Each message is delivered to a receiver once, even when several tasks receive from it at the
 /// same time; a message it does not acknowledge is delivered again to the next receiver (after a
-/// crash, or ``close()``). ``SharedContainer/suspend()`` gives the lock up (iOS must not suspend a
-/// process that holds one) and ends the receiver: a receive waiting then throws
-/// ``LiaisonError/Code/suspended`` at once, as does every later call: make a new receiver after
-/// `resume()`.
+/// crash, or ``close()``). ``close()`` ends the receiver: a receive waiting then throws
+/// ``LiaisonError/Code/closed``, as does every later call. ``SharedContainer/suspend()`` gives the
+/// lock up (iOS must not suspend a process that holds one) and ends the receiver too: a receive
+/// waiting then throws ``LiaisonError/Code/suspended`` at once, as does every later call: make a
+/// new receiver after `resume()`.
 public final class MailboxReceiver: Sendable {
   public let mailbox: Mailbox
   private let held: LockGuard
@@ -46,6 +47,8 @@ public final class MailboxReceiver: Sendable {
   /// receiver's start, then at most hourly, so that a receiver running for weeks keeps the table
   /// small.
   private let lastPruned = Locked(Date().timeIntervalSince1970)
+  /// Whether ``close()`` ended the receiver (rather than a suspension of the container).
+  private let closed = Locked(false)
 
   private struct Reading {
     /// The position of the last message read from the store.
@@ -71,6 +74,7 @@ public final class MailboxReceiver: Sendable {
   /// Ends this receiver: messages it delivered and did not acknowledge go to the next receiver.
   /// Releasing the receiver does the same.
   public func close() {
+    closed.withLock { $0 = true }
     held.unlock()
     wakeUps.close()
   }
@@ -102,8 +106,8 @@ public final class MailboxReceiver: Sendable {
   /// Up to `limit` of the messages waiting now, without waiting; empty when there are none.
   /// Messages that cannot be decoded as `Payload` are quarantined on the way and not returned.
   ///
-  /// - Throws: ``LiaisonError/Code/suspended`` when the receiver was closed, or suspended with
-  ///   the container; ``LiaisonError/Code/corruptFile`` when the store is damaged.
+  /// - Throws: ``LiaisonError/Code/closed`` when the receiver was closed;
+  ///   ``LiaisonError/Code/suspended`` when it was ended by a suspension of the container; ``LiaisonError/Code/corruptFile`` when the store is damaged.
   public func receiveAvailable<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64
   ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
@@ -323,12 +327,17 @@ public final class MailboxReceiver: Sendable {
   }
 
   private func checkHeld() throws(LiaisonError) {
-    guard held.isHeld else {
+    guard !held.isHeld else { return }
+    if closed.withLock({ $0 }) {
       throw LiaisonError(
-        .suspended,
-        "The receiver of mailbox '\(mailbox.name)' was closed, or gave up its lock when the container was "
-          + "suspended. Make a new receiver with `mailbox.receiver()`.")
+        .closed,
+        "The receiver of mailbox '\(mailbox.name)' was closed: its messages not acknowledged go to the next "
+          + "receiver. Make a new receiver with `mailbox.receiver()`.")
     }
+    throw LiaisonError(
+      .suspended,
+      "The receiver of mailbox '\(mailbox.name)' gave up its lock when the container was suspended. After "
+        + "`container.resume()`, make a new receiver with `mailbox.receiver()`.")
   }
 }
 
