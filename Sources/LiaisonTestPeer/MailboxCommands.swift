@@ -59,6 +59,9 @@ let mailboxCommands: [PeerCommand] = [
     receivers[words[1]] = try container.mailbox(words[1]).receiver()
     return "receiver"
   },
+  PeerCommand("mrequeue", "MAILBOX [ID…]   requeues the quarantined messages (those ids only) → ok N") { words in
+    String(try container.mailbox(words[1]).requeueQuarantined(ids: words.count > 2 ? Array(words[2...]) : nil))
+  },
   PeerCommand("mcount", "MAILBOX  → ok N (messages waiting)") { words in
     String(try container.mailbox(words[1]).count())
   },

@@ -235,7 +235,7 @@ public final class MailboxReceiver: Sendable {
     guard !envelopes.isEmpty else { return }
     let name = mailbox.name
     if let stranger = envelopes.first(where: { $0.mailbox != name }) {
-      throw foreignEnvelope(id: stranger.id, from: "mailbox '\(stranger.mailbox)'")
+      throw foreignEnvelope(id: stranger.id, from: "mailbox '\(stranger.mailbox)'", doing: "acknowledged")
     }
     let ids = Dictionary(envelopes.map { ($0.position, $0.id) }, uniquingKeysWith: { first, _ in first })
     let now = Date().timeIntervalSince1970
@@ -271,7 +271,8 @@ public final class MailboxReceiver: Sendable {
           if let position = Int64.fromDatabaseValue(row[3] as DatabaseValue),
             String.fromDatabaseValue(row[1] as DatabaseValue) != ids[position]
           {
-            throw foreignEnvelope(id: ids[position] ?? "?", from: "another container's mailbox '\(name)'")
+            throw foreignEnvelope(
+              id: ids[position] ?? "?", from: "another container's mailbox '\(name)'", doing: "acknowledged")
           }
           totals.messages -= 1
           totals.bytes -= Int.fromDatabaseValue(row[2] as DatabaseValue) ?? 0
@@ -288,11 +289,50 @@ public final class MailboxReceiver: Sendable {
     reading.withLock { $0.readAhead.removeAll { acknowledged.contains($0.position) } }
   }
 
-  private func foreignEnvelope(id: String, from origin: String) -> LiaisonError {
+  /// Hands delivered messages back unacknowledged: this receiver delivers them again, before the
+  /// messages sent after them (in their order), without recreating them — same id, same position.
+  /// For a message that cannot be handled yet (a service down, a file not yet there): the
+  /// receiver goes on with the next delivery and meets the message again.
+  ///
+  /// A message already acknowledged, or removed, is skipped. Handing a message back does not
+  /// count as a delivery for at-least-once: it stays in the mailbox until acknowledged.
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidArgument``, handing nothing back, when an envelope
+  ///   comes from another mailbox; ``LiaisonError/Code/closed`` or
+  ///   ``LiaisonError/Code/suspended`` when the receiver is ended.
+  public func redeliver<Payload>(_ envelopes: [MailboxEnvelope<Payload>]) throws(LiaisonError) {
+    try checkHeld()
+    guard !envelopes.isEmpty else { return }
+    let name = mailbox.name
+    let store = mailbox.store
+    if let stranger = envelopes.first(where: { $0.mailbox != name }) {
+      throw foreignEnvelope(id: stranger.id, from: "mailbox '\(stranger.mailbox)'", doing: "handed back")
+    }
+    try reading.withLock { reading throws(LiaisonError) in
+      let waiting = Set(reading.readAhead.map { $0.position })
+      let wanted = envelopes.filter { !waiting.contains($0.position) }
+      let rows = try store.readOneStatement { db in
+        try wanted.compactMap { envelope in
+          try MessageRow.fetch(db, mailbox: name, at: envelope.position, path: store.path).flatMap {
+            $0.id == envelope.id ? $0 : nil  // removed, and the position reused by another container
+          }
+        }
+      }
+      reading.readAhead = ArraySlice((reading.readAhead + rows).sorted { $0.position < $1.position })
+    }
+  }
+
+  /// Hands one delivered message back unacknowledged: see ``redeliver(_:)-(Array)``.
+  public func redeliver<Payload>(_ envelope: MailboxEnvelope<Payload>) throws(LiaisonError) {
+    try redeliver([envelope])
+  }
+
+  private func foreignEnvelope(id: String, from origin: String, doing verb: String) -> LiaisonError {
     LiaisonError(
       .invalidArgument,
       "The envelope of message '\(id)' was delivered by \(origin), not by mailbox '\(mailbox.name)' of this "
-        + "container: acknowledge each envelope with a receiver of its own mailbox. Nothing was acknowledged.")
+        + "container: acknowledge (or hand back) each envelope with a receiver of its own mailbox. Nothing was "
+        + "\(verb).")
   }
 
   /// Removes every quarantined message of the mailbox. Their ids are remembered like those of
