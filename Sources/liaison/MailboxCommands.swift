@@ -89,7 +89,10 @@ struct ReceiveCommand: AsyncParsableCommand {
   @Argument(help: "The mailbox's name.") var mailbox: String
   @Option(help: "Receive at most this many messages.") var count: Int?
   @Flag(
-    help: "Hand the messages back unacknowledged: they stay in the mailbox and are delivered again to the next receiver."
+    help: """
+      Hand the messages back unacknowledged: they stay in the mailbox and are delivered again to the next \
+      receiver.
+      """
   ) var noAck = false
   @Flag(help: "Wait for new messages instead of exiting when none are left.") var follow = false
   @Flag(help: "Print JSON lines: id, sentAt, sender, payload.") var json = false
