@@ -1,4 +1,5 @@
 @_exported import ChildProcesses
+@_exported import KernelLockTable
 import Foundation
 
 #if canImport(Glibc)
