@@ -20,7 +20,9 @@ public enum KernelLocks {
   /// - Throws: where the system has no `/proc/locks` (macOS), or it cannot be read.
   public static func lines() throws -> [Substring] {
     let fd = open("/proc/locks", O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { throw KernelLockTableError("cannot open /proc/locks (errno \(errno)): no kernel lock table to read") }
+    guard fd >= 0 else {
+      throw KernelLockTableError("cannot open /proc/locks (errno \(errno)): no kernel lock table to read")
+    }
     defer { close(fd) }
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 16_384)
