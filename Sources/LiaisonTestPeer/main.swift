@@ -454,6 +454,14 @@ func incrementFile(_ path: String) {
     case .failure(let error):
       throw error
     }
+  case "die-before-ring":  // the next commit of defaults or of a database kills this process before it rings
+    StoreTestHooks.beforeRing.withLock {
+      $0 = {
+        kill(getpid(), SIGKILL)
+        while true { pause() }  // another thread may take the signal: this one goes no further
+      }
+    }
+    return "armed"
   default:
     return "unknown command"
   }

@@ -148,6 +148,7 @@ private final class CommitRinger: TransactionObserver, Sendable {
   func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
   func databaseDidChange(with event: DatabaseEvent) {}
   func databaseDidCommit(_ db: Database) {
+    StoreTestHooks.runBeforeRing()
     if !relaying.withLock({ $0 }) { try? signal.post() }
   }
   /// A rollback frees SQLite's write lock too: ring, so that other processes' busy waiters retry

@@ -244,6 +244,7 @@ public final class SharedDefaults: Sendable {
   /// `get` is exact without it.
   private func write<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
     let result = try store.write(slot: slot, body)
+    StoreTestHooks.runBeforeRing()
     try? signal.post(state: store.generations.load(slot))
     return result
   }

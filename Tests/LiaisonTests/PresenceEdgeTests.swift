@@ -1,0 +1,159 @@
+import Foundation
+import LiaisonTestSupport
+import Testing
+
+@testable import Liaison
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Holders that are still writing their record, lease renewals, and what `changes()` delivers.
+@Suite("Presence at its edges")
+struct PresenceEdgeTests {
+  let directory = TemporaryDirectory()
+
+  /// Takes the presence file's lock the way a claimant does before it writes its record (on an
+  /// open file description of its own, so it contends with this process's own descriptors).
+  private func lockWithoutRecord(_ name: String) throws -> CInt {
+    let path = directory.path + "/.liaison/presence/" + name
+    let fd = open(path, O_RDWR | O_CLOEXEC)
+    try #require(fd >= 0, "cannot open \(path)")
+    try #require(flock(fd, LOCK_EX | LOCK_NB) == 0)
+    return fd
+  }
+
+  @Test func aClaimInProgressIsNotACorruptFileAndNobodyIsToldToDeleteIt() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let recording = try container.presence("recording")
+    try recording.claim().release()  // the file exists
+    let fd = try lockWithoutRecord("recording")
+    defer { close(fd) }
+    #expect(try recording.isActive)
+    do {
+      let holder = try recording.holder
+      Issue.record("holder gave \(String(describing: holder)) for a claim still in progress")
+    } catch {
+      #expect(error.code != .corruptFile)
+      #expect(!error.message.contains("remove"))
+    }
+  }
+
+  @Test func aLeaseRenewalThatMeetsAClaimInProgressIsNotALostLease() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let recording = try container.presence("recording")
+    let lease = try recording.lease(for: .seconds(60))
+    defer { lease.release() }
+    let fd = try lockWithoutRecord("recording")
+    do {
+      try lease.renew()
+      Issue.record("the renewal succeeded while another holder had the file locked")
+    } catch {
+      #expect(error.code != .leaseLost)
+    }
+    #expect(lease.isHeld)
+    close(fd)
+    try lease.renew()
+    #expect(lease.isHeld)
+  }
+
+  @Test func leaseRenewalsAreNotChanges() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let recording = try container.presence("recording")
+    let app = try Peer(container: directory.path)
+    try app.send("lease recording 150 renewing")
+    let received = Locked<[PresenceChange]>([])
+    let changes = try recording.changes()
+    let consumer = Task {
+      for try await change in changes { received.withLock { $0.append(change) } }
+    }
+    defer { consumer.cancel() }
+    try waitUntil("the lease is seen") { !received.withLock { $0 }.isEmpty }
+    // Three renewals, each a new expiry in the record.
+    var expiries: Set<UInt64> = []
+    try waitUntil("the lease was renewed three times") {
+      if let expiry = try recording.holder?.leaseExpiry { expiries.insert(expiry) }
+      return expiries.count >= 4
+    }
+    try app.send("release recording")
+    try waitUntil("the release is seen") { received.withLock { $0 }.last == .released }
+    let kinds = received.withLock { $0 }.map { change -> String in
+      if case .claimed = change { return "claimed" } else { return "released" }
+    }
+    #expect(kinds == ["claimed", "released"])
+  }
+
+  @Test func aChangeAndItsUndoingWhileTheConsumerIsAwayAreNotDeliveredAsARepeat() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let recording = try container.presence("recording")
+    let marker = try container.signal("marker")
+    let markers = Locked<UInt64>(0)
+    let observation = try marker.observe(on: .global()) { note in markers.withLock { $0 = note.state } }
+    defer { observation.cancel() }
+    var changes = try recording.changes().makeAsyncIterator()
+    #expect(try await changes.next() == .released)
+
+    // Claimed and released while nobody reads: the watch emits both.
+    try recording.claim().release()
+    // The loop runs a batch's handlers before it reads the next: once a post made after a
+    // delivered one is delivered, the presence's handlers for the claim and release have run.
+    try marker.post(state: 1)
+    try waitUntil("the first marker is delivered") { markers.withLock { $0 } == 1 }
+    try marker.post(state: 2)
+    try waitUntil("the second marker is delivered") { markers.withLock { $0 } == 2 }
+
+    let claim = try recording.claim(info: "again")
+    defer { claim.release() }
+    let next = try await changes.next()
+    guard case .claimed(let holder) = next else {
+      Issue.record("after .released the sequence delivered \(String(describing: next)) again")
+      return
+    }
+    #expect(holder.info == "again")
+  }
+
+  @Test func twoIteratorsOfOneSequenceOfChangesEachGetEveryChange() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let recording = try container.presence("recording")
+    let changes = try recording.changes()
+    let firsts = Locked<[PresenceChange]>([])
+    let seconds = Locked<[PresenceChange]>([])
+    let tasks = [firsts, seconds].map { received in
+      Task {
+        for try await change in changes {
+          received.withLock { $0.append(change) }
+          if case .claimed = change { return }
+        }
+      }
+    }
+    try waitUntil("both iterators have the current state", timeout: 10) {
+      firsts.withLock { $0 } == [.released] && seconds.withLock { $0 } == [.released]
+    }
+    let claim = try recording.claim()
+    defer { claim.release() }
+    for task in tasks { try await task.value }
+    #expect(firsts.withLock { $0 }.count == 2)
+    #expect(seconds.withLock { $0 }.count == 2)
+  }
+
+  @Test func twoIteratorsOfOneSequenceOfNotificationsEachGetAPost() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let notifications = try container.signal("notes-changed").notifications()
+    let ready = Locked(0)
+    let states = Locked<[UInt64]>([])
+    let tasks = (0..<2).map { _ in
+      Task {
+        var iterator = notifications.makeAsyncIterator()
+        ready.withLock { $0 += 1 }
+        if let state = await iterator.next()?.state { states.withLock { $0.append(state) } }
+      }
+    }
+    defer { for task in tasks { task.cancel() } }
+    try waitUntil("both iterators are made") { ready.withLock { $0 } == 2 }
+    let poster = try Peer(container: directory.path)
+    try poster.send("post notes-changed 9")
+    try waitUntil("both iterators have the post", timeout: 10) { states.withLock { $0 } == [9, 9] }
+  }
+}
