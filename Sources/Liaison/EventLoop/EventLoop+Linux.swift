@@ -237,19 +237,27 @@
             _ = read(wake, &value, 8)
           }
           if fds[0].revents != 0 {
+            var overflowed = false
             while true {
               let count = read(inotify, &buffer, buffer.count)
               if count <= 0 { break }
               var offset = 0
               while offset + 16 <= count {
                 let watch = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: Int32.self) }
+                let mask = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self) }
                 let nameLength = buffer.withUnsafeBytes {
                   $0.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)
+                }
+                if watch == -1 || mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                  // The kernel's queue overflowed: events were dropped, for any file. Every file
+                  // handler runs (each re-reads its file), so that no change is missed.
+                  overflowed = true
                 }
                 fired.formUnion(idsByWatch[watch] ?? [])
                 offset += 16 + Int(nameLength)
               }
             }
+            if overflowed { for ids in idsByWatch.values { fired.formUnion(ids) } }
           }
           for (index, poller) in fds.enumerated().dropFirst(2) where poller.revents != 0 {
             fired.insert(ids[index])
