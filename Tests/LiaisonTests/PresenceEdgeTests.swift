@@ -70,15 +70,15 @@ struct PresenceEdgeTests {
       for try await change in changes { received.withLock { $0.append(change) } }
     }
     defer { consumer.cancel() }
-    try waitUntil("the lease is seen") { !received.withLock { $0 }.isEmpty }
+    try await waitUntilAsync("the lease is seen") { !received.withLock { $0 }.isEmpty }
     // Three renewals, each a new expiry in the record.
     var expiries: Set<UInt64> = []
-    try waitUntil("the lease was renewed three times") {
+    try await waitUntilAsync("the lease was renewed three times") {
       if let expiry = try recording.holder?.leaseExpiry { expiries.insert(expiry) }
       return expiries.count >= 4
     }
     try app.send("release recording")
-    try waitUntil("the release is seen") { received.withLock { $0 }.last == .released }
+    try await waitUntilAsync("the release is seen") { received.withLock { $0 }.last == .released }
     let kinds = received.withLock { $0 }.map { change -> String in
       if case .claimed = change { return "claimed" } else { return "released" }
     }
@@ -100,9 +100,9 @@ struct PresenceEdgeTests {
     // The loop runs a batch's handlers before it reads the next: once a post made after a
     // delivered one is delivered, the presence's handlers for the claim and release have run.
     try marker.post(state: 1)
-    try waitUntil("the first marker is delivered") { markers.withLock { $0 } == 1 }
+    try await waitUntilAsync("the first marker is delivered") { markers.withLock { $0 } == 1 }
     try marker.post(state: 2)
-    try waitUntil("the second marker is delivered") { markers.withLock { $0 } == 2 }
+    try await waitUntilAsync("the second marker is delivered") { markers.withLock { $0 } == 2 }
 
     let claim = try recording.claim(info: "again")
     defer { claim.release() }
@@ -128,7 +128,7 @@ struct PresenceEdgeTests {
         }
       }
     }
-    try waitUntil("both iterators have the current state", timeout: 10) {
+    try await waitUntilAsync("both iterators have the current state", timeout: 10) {
       firsts.withLock { $0 } == [.released] && seconds.withLock { $0 } == [.released]
     }
     let claim = try recording.claim()
@@ -151,9 +151,22 @@ struct PresenceEdgeTests {
       }
     }
     defer { for task in tasks { task.cancel() } }
-    try waitUntil("both iterators are made") { ready.withLock { $0 } == 2 }
+    try await waitUntilAsync("both iterators are made") { ready.withLock { $0 } == 2 }
     let poster = try Peer(container: directory.path)
     try poster.send("post notes-changed 9")
-    try waitUntil("both iterators have the post", timeout: 10) { states.withLock { $0 } == [9, 9] }
+    try await waitUntilAsync("both iterators have the post", timeout: 10) { states.withLock { $0 } == [9, 9] }
+  }
+}
+
+/// ``waitUntil(_:timeout:_:)`` for async tests: pauses by suspending, so that the tasks it waits
+/// for run on the cooperative pool meanwhile (a blocked pool thread, on a 2-core machine, is half
+/// the pool).
+func waitUntilAsync(_ what: String, timeout: Double = 60, _ condition: () throws -> Bool) async throws {
+  let deadline = Date().addingTimeInterval(timeout)
+  var pause: UInt64 = 20_000
+  while try !condition() {
+    guard Date() < deadline else { throw PeerError("timed out after \(timeout) s waiting until \(what)") }
+    try await Task.sleep(nanoseconds: pause)
+    pause = min(pause * 2, 2_000_000)
   }
 }
