@@ -333,7 +333,11 @@ func incrementFile(_ path: String) {
   case "dwatch":
     let changes = try defaults(words[1]).changes(of: DefaultsKey<Int>(validating: words[2]))
     presenceWatches["defaults." + words[1]] = Task.detached {
-      for await value in changes { defaultsValues.put(value.map(String.init) ?? "nil") }
+      do {
+        for try await value in changes { defaultsValues.put(value.map(String.init) ?? "nil") }
+      } catch {
+        defaultsValues.put("error \(error)")
+      }
     }
     return "watching"
   case "dbopen":
