@@ -46,6 +46,9 @@ import Liaison
 ///   GRDB's notification is process-wide: every GRDB database of the process that observes it is
 ///   suspended.
 public final class SharedDatabase: Sendable {
+  /// How often relaying other processes' commits failed in this process (each is tried again).
+  package static let relayFailures = Locked(0)
+
   /// The database's name.
   public let name: LiaisonName
   /// The GRDB pool: read, write and observe it as GRDB documents.
@@ -117,6 +120,7 @@ public final class SharedDatabase: Sendable {
         // Busy for 30 s, or suspended: try again, later each time (at most every 5 s), until the
         // change is relayed; it is never dropped.
         commitRinger.dataVersion.withLock { $0 = nil }
+        SharedDatabase.relayFailures.withLock { $0 += 1 }
         let delay = min(100 << min(attempt, 6), 5_000)
         refreshQueue.asyncAfter(deadline: .now() + .milliseconds(delay)) {
           relay(onlyIfChanged: false, attempt: attempt + 1)
