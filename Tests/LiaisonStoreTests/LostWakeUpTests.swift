@@ -84,7 +84,7 @@ struct DatabaseRelayTests {
     let entered = DispatchSemaphore(value: 0)
     let release = DispatchSemaphore(value: 0)
     DispatchQueue.global().async {
-      try? database.pool.writeWithoutTransaction { _ in
+      database.pool.writeWithoutTransaction { _ in
         entered.signal()
         release.wait()
       }

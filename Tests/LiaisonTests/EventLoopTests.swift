@@ -22,9 +22,10 @@ struct EventLoopTests {
   /// overflow tells the loop that something may have changed.
   @Test(.enabled(if: readsProc, "inotify (Linux)"))
   func anOverflowOfTheKernelsQueueRunsEveryHandler() throws {
-    let limit = Int(
-      (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))?
-        .trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 16_384
+    let limit =
+      Int(
+        (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))?
+          .trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 16_384
     try #require(limit <= 1_000_000, "max_queued_events is \(limit): too many events to flood in a test")
     let container = try SharedContainer(directory: directory.path)
     let floodA = try container.signal("flood-a")
