@@ -59,6 +59,34 @@ struct PresenceEdgeTests {
     #expect(lease.isHeld)
   }
 
+  /// The event loop's thread must never wait: a presence watch that meets a claim in progress
+  /// once spun there for up to 100 ms at each change of the file, delaying every other watch of
+  /// the process. Twenty changes of a file locked without a record, each followed by a post that
+  /// must be delivered: spinning, that took at least 20 × 100 ms; now it takes a few ms.
+  @Test(.enabled(if: readsProc, "inotify reports a close (Linux)"))
+  func aClaimInProgressDoesNotHoldUpTheEventLoop() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let recording = try container.presence("recording")
+    try recording.claim().release()
+    let changes = try recording.changes()
+    let marker = try container.signal("marker")
+    let markers = Locked<UInt64>(0)
+    let observation = try marker.observe(on: .global()) { note in markers.withLock { $0 = note.state } }
+    defer { observation.cancel() }
+    let fd = try lockWithoutRecord("recording")
+    defer { close(fd) }
+    let path = directory.path + "/.liaison/presence/recording"
+    let start = monotonicNanoseconds()
+    for state in UInt64(1)...20 {
+      close(open(path, O_RDWR | O_CLOEXEC))  // a close after writing: the watch reads the file
+      try marker.post(state: state)
+      try waitUntil("marker \(state) is delivered") { markers.withLock { $0 } == state }
+    }
+    let elapsed = Double(monotonicNanoseconds() - start) / 1e9
+    #expect(elapsed < 1, "20 posts took \(elapsed) s to be delivered: the event loop was held up")
+    withExtendedLifetime(changes) {}
+  }
+
   @Test func leaseRenewalsAreNotChanges() async throws {
     let container = try SharedContainer(directory: directory.path)
     let recording = try container.presence("recording")
