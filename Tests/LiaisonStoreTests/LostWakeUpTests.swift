@@ -12,6 +12,13 @@ import Testing
 struct LostWakeUpTests {
   let directory = TemporaryDirectory()
 
+  /// Has `writer` run `command`, which commits, and die (`SIGKILL`) before it rings.
+  private func dieBeforeRing(_ writer: Peer, _ command: String) throws {
+    try writer.send("die-before-ring")
+    writer.child.write(command)
+    writer.child.wait()
+  }
+
   @Test func aDefaultsWriterKilledBetweenCommitAndRingStillWakesChangesOfKey() throws {
     let reader = try Peer(container: directory.path)
     let writer = try Peer(container: directory.path)
@@ -20,9 +27,7 @@ struct LostWakeUpTests {
     try writer.send("dset settings volume 3")
     #expect(try reader.send("dnext") == "3")
 
-    try writer.send("die-before-ring")
-    writer.child.write("dset settings volume 5")
-    writer.child.wait()
+    try dieBeforeRing(writer, "dset settings volume 5")
     #expect(try reader.send("dget settings volume") == "5")  // committed
     #expect(try reader.send("dnext 10000") == "5")
   }
@@ -37,9 +42,7 @@ struct LostWakeUpTests {
     try writer.send("dbinsert notes 1")
     #expect(try reader.send("dbnext") == "1")
 
-    try writer.send("die-before-ring")
-    writer.child.write("dbinsert notes 1")
-    writer.child.wait()
+    try dieBeforeRing(writer, "dbinsert notes 1")
     #expect(try reader.send("dbnext 10000") == "2")
     #expect(try reader.send("dbcount notes") == "2")  // committed
   }
