@@ -23,6 +23,8 @@ extension Presence {
   /// Linux, a Dispatch process source on Apple platforms), so nothing depends on the dead process
   /// posting anything. A lease is reported released when it lapses; its renewals are not changes.
   /// Changes in quick succession may coalesce into the latest; consecutive elements always differ.
+  /// While a claim is in progress (locked, its record not written yet) nothing is yielded: its
+  /// record, once written, is the next element. The event loop's thread never waits for it.
   ///
   /// Each iterator has a watch of its own and sees every change: the first uses the watch made
   /// when this returns, later ones start theirs when they are made. Iteration throws the
