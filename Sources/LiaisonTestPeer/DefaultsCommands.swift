@@ -81,7 +81,11 @@ let defaultsCommands: [PeerCommand] = [
   PeerCommand("dwatch", "DOMAIN KEY   starts watching a key's changes → ok watching") { words in
     let changes = try defaults(words[1]).changes(of: DefaultsKey<Int>(validating: words[2]))
     watches["defaults." + words[1]] = Task.detached {
-      for await value in changes { defaultsValues.put(value.map(String.init) ?? "nil") }
+      do {
+        for try await value in changes { defaultsValues.put(value.map(String.init) ?? "nil") }
+      } catch {
+        defaultsValues.put("error \(error)")
+      }
     }
     return "watching"
   },

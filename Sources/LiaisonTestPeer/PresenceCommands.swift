@@ -34,7 +34,9 @@ let presenceCommands: [PeerCommand] = [
     let changes = try container.presence(words[1]).changes()
     // Detached: a task started here would run on the main actor, whose thread waits in readLine.
     watches[words[1]] = Task.detached {
-      for await change in changes { presenceChanges.put((change, monotonicNanoseconds())) }
+      do {
+        for try await change in changes { presenceChanges.put((change, monotonicNanoseconds())) }
+      } catch {}
     }
     return "watching"
   },
@@ -72,7 +74,7 @@ private func lapseResidue(_ presence: Presence) throws -> String {
     guard let changes = try? presence.changes() else { return }
     watching.signal()
     var claimed = false
-    for await change in changes {
+    for try await change in changes {
       if case .claimed = change { claimed = true }
       if case .released = change, claimed { break }
     }
@@ -86,6 +88,6 @@ private func lapseResidue(_ presence: Presence) throws -> String {
   try container.resume()
   lease.release()
   task.cancel()
-  blocking { await task.value }
+  blocking { _ = await task.result }
   return "liaison-threads=\(threadNames().filter { $0.hasPrefix("liaison-") }.count)"
 }

@@ -1,6 +1,7 @@
 // The peer's commands on the process itself: its resources, suspension, signal handlers.
 
 import Liaison
+import LiaisonStore
 
 #if canImport(Glibc)
   import Glibc
@@ -41,5 +42,16 @@ let processCommands: [PeerCommand] = [
     action.sa_flags = SA_RESTART
     guard sigaction(InterruptSignal.number, &action, nil) == 0 else { return "sigaction failed: errno \(errno)" }
     return "installed"
+  },
+  PeerCommand(
+    "die-before-ring", "→ ok armed (the next commit of defaults or of a database SIGKILLs this process before it rings)"
+  ) { _ in
+    StoreTestHooks.beforeRing.withLock {
+      $0 = {
+        kill(getpid(), SIGKILL)
+        while true { pause() }  // another thread may take the signal: this one goes no further
+      }
+    }
+    return "armed"
   },
 ]
