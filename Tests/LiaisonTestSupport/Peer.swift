@@ -1,6 +1,6 @@
 @_exported import ChildProcesses
-@_exported import KernelLockTable
 import Foundation
+@_exported import KernelLockTable
 
 #if canImport(Glibc)
   import Glibc
