@@ -44,6 +44,9 @@ let package = Package(
     // Starting child processes as ordinary members of the caller's process group, with no signal
     // blocked: one way for the demo, the benchmark and the tests.
     .target(name: "ChildProcesses", dependencies: ["CLiaison"], swiftSettings: strictSettings),
+    // Reading the kernel's table of file locks (`/proc/locks`): how the benchmark and the tests
+    // know that a waiter is asleep in the kernel.
+    .target(name: "KernelLockTable", swiftSettings: strictSettings),
     .executableTarget(
       name: "liaison",
       dependencies: [
@@ -59,7 +62,7 @@ let package = Package(
     .executableTarget(
       name: "liaison-bench",
       dependencies: [
-        "Liaison", "LiaisonStore", "LiaisonTestSupport", "ChildProcesses",
+        "Liaison", "LiaisonStore", "KernelLockTable", "ChildProcesses",
         .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
       ],
       swiftSettings: strictSettings
@@ -81,11 +84,11 @@ let package = Package(
       exclude: ["Corpus"],
       swiftSettings: strictSettings
     ),
-    // Spawning and driving child processes, and reading the kernel's lock table: shared by the
-    // tests, their peer and the benchmarks.
+    // Spawning and driving the test peer, temporary containers, waiting for a condition: shared by
+    // the tests and their peer (no product depends on it).
     .target(
       name: "LiaisonTestSupport",
-      dependencies: ["ChildProcesses"],
+      dependencies: ["ChildProcesses", "KernelLockTable"],
       path: "Tests/LiaisonTestSupport",
       swiftSettings: strictSettings
     ),

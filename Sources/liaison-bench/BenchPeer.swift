@@ -1,6 +1,6 @@
 import ChildProcesses
 import Foundation
-import LiaisonTestSupport
+import KernelLockTable
 
 #if canImport(Glibc)
   import Glibc

@@ -109,7 +109,7 @@ enum DefaultsScenarios {
     let changes = try SharedContainer(directory: container).defaults(domain).changes(of: counter)
     Task.detached {
       var first = true
-      for await value in changes {
+      for try await value in changes {
         if first {
           first = false
           continue

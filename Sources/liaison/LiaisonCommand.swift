@@ -26,7 +26,7 @@ struct LiaisonCommand: AsyncParsableCommand {
     subcommands: [
       LockCommand.self, PresenceCommand.self, PostCommand.self, WaitCommand.self, ObserveCommand.self,
       StateCommand.self, DefaultsCommand.self, SendCommand.self, ReceiveCommand.self,
-      PeekCommand.self, StatusCommand.self, DemoCommand.self, DemoActorCommand.self,
+      PeekCommand.self, RequeueCommand.self, StatusCommand.self, DemoCommand.self, DemoActorCommand.self,
     ]
   )
 

@@ -88,7 +88,12 @@ struct ReceiveCommand: AsyncParsableCommand {
   @OptionGroup var options: ContainerOptions
   @Argument(help: "The mailbox's name.") var mailbox: String
   @Option(help: "Receive at most this many messages.") var count: Int?
-  @Flag(help: "Leave the messages in the mailbox (they are delivered again to the next receiver).") var noAck = false
+  @Flag(
+    help: """
+      Hand the messages back unacknowledged: they stay in the mailbox and are delivered again to the next \
+      receiver.
+      """
+  ) var noAck = false
   @Flag(help: "Wait for new messages instead of exiting when none are left.") var follow = false
   @Flag(help: "Print JSON lines: id, sentAt, sender, payload.") var json = false
 
@@ -156,5 +161,33 @@ struct PeekCommand: AsyncParsableCommand {
         quarantineReason: entry.quarantineReason)
       print(json ? try report.jsonLine() : "\(entry.id)\t\(entry.sender)\t\(report.text)")
     }
+  }
+}
+
+struct RequeueCommand: AsyncParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "requeue",
+    abstract: "Put a mailbox's quarantined messages back in the queue, for a receiver that can now read them.",
+    discussion: """
+      After an app update that reads the payloads an older version set aside. Each message goes to \
+      the end of the queue and keeps its id; a running receiver is woken. Prints how many were \
+      requeued. `liaison peek` shows the quarantined messages and their ids.
+      """
+  )
+
+  @OptionGroup var options: ContainerOptions
+  @Argument(help: "The mailbox's name.") var mailbox: String
+  @Option(help: "Requeue only the message with this id (repeat for several); without it, all of them.")
+  var id: [String] = []
+
+  func run() async throws {
+    let count = try await Self.reporting { () async throws -> Int in
+      let container = try options.openExisting()
+      let name = try LiaisonName(mailbox)
+      // Opening a mailbox that does not exist would create it: there is nothing to requeue.
+      guard try container.mailboxes().contains(where: { $0.name == name }) else { return 0 }
+      return try await container.mailbox(mailbox).requeueQuarantined(ids: id.isEmpty ? nil : id)
+    }
+    print(count)
   }
 }

@@ -183,6 +183,21 @@ struct CLITests {
     #expect(try liaison(["send", "bad/name", "x"]).status == 64)
   }
 
+  @Test func requeuePutsQuarantinedMessagesBackInTheQueue() throws {
+    #expect(try liaison(["send", "inbox", "hello", "--id", "m1"]).status == 0)
+    #expect(try liaison(["send", "inbox", "world", "--id", "m2"]).status == 0)
+    let old = try Peer(container: directory.path)  // reads only {sender, n}: quarantines both
+    try old.send("mreceive inbox \(directory.path)/log 8")
+    try waitUntil("both are quarantined") { try old.send("mcount inbox") == "0" }
+    old.kill()
+    #expect(try liaison(["receive", "inbox"]).output.isEmpty)
+    #expect(try liaison(["requeue", "inbox", "--id", "m2"]).output == "1\n")
+    #expect(try liaison(["receive", "inbox"]).output == "\"world\"\n")
+    #expect(try liaison(["requeue", "inbox"]).output == "1\n")
+    #expect(try liaison(["receive", "inbox"]).output == "\"hello\"\n")
+    #expect(try liaison(["requeue", "nothing-here"]).output == "0\n")
+  }
+
   @Test func receiveFollowsAndASecondReceiverExits75() throws {
     let follower = try ChildProcess(
       liaisonPath,

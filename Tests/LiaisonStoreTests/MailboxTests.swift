@@ -179,7 +179,7 @@ struct MailboxTests {
     #expect(throws: LiaisonError.self) { try mailbox.receiver() }
     receiver.close()
     let closed = #expect(throws: LiaisonError.self) { try receiver.receiveAvailable(String.self) }
-    #expect(closed?.code == .suspended)
+    #expect(closed?.code == .closed)
     _ = try mailbox.receiver()
   }
 
@@ -281,7 +281,7 @@ struct MailboxTests {
     let waiting = Task { try await receiver.receive(String.self) }
     receiver.close()
     let error = await #expect(throws: LiaisonError.self) { try await waiting.value }
-    #expect(error?.code == .suspended)
+    #expect(error?.code == .closed)
   }
 
   @Test func aWaitingReceiverInAnotherProcessIsWokenBySend() throws {

@@ -72,7 +72,9 @@ struct StoreWaitTests {
     let peer = try Peer(container: directory.path)
     try peer.send("holdlock store mailboxes.write")
     let receiving = receivers.map { receiver in Task.detached { try await receiver.receive(Int.self, limit: 1) } }
-    try waitUntil("every receive waits on a thread of its own") { threadsNamed("liaison-wait") >= count }
+    try await waitUntilOffThePool("every receive waits on a thread of its own") {
+      threadsNamed("liaison-wait") >= count
+    }
     try peer.send("unlock store/mailboxes.write")
     for (index, task) in receiving.enumerated() {
       let received = try await task.value

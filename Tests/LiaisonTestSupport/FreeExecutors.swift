@@ -17,6 +17,18 @@ public func threadsNamed(_ name: String) -> Int {
   }.count
 }
 
+/// ``waitUntil(_:timeout:_:)`` on a thread of its own, so that an `async` test does not block a
+/// thread of the cooperative pool, which the tasks it waits for (and other tests) need.
+public func waitUntilOffThePool(
+  _ what: String, timeout: Double = 60, _ condition: @escaping @Sendable () throws -> Bool
+) async throws {
+  try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+    Thread {
+      continuation.resume(with: Result { try waitUntil(what, timeout: timeout, condition) })
+    }.start()
+  }
+}
+
 private func runs(
   while peer: Peer, holds lock: String, _ job: @Sendable (DispatchSemaphore) async -> Void
 ) async -> Bool {

@@ -1,5 +1,6 @@
 @_exported import ChildProcesses
 import Foundation
+@_exported import KernelLockTable
 
 #if canImport(Glibc)
   import Glibc

@@ -170,7 +170,8 @@ struct HostileFileTests {
 
     let presence = try container.presence("subject")
     #expect(try presence.isActive)  // locked: somebody is there
-    #expect { _ = try presence.holder } throws: { isError($0, .corruptFile, naming: file) }
+    // Locked without a readable record: a claim in progress, never a file to delete.
+    #expect { _ = try presence.holder } throws: { isError($0, .claimInProgress, naming: file) }
     #expect { _ = try presence.claim() } throws: { isError($0, .alreadyClaimed, naming: file) }
     #expect(try fileBytes(file) == garbage(count: 200))
   }

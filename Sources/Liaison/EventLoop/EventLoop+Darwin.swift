@@ -34,6 +34,9 @@
           notify_cancel(registered)
           vnode.cancel()
         }
+      case .writerCloses:
+        // kqueue reports no close of a descriptor: nothing to watch (see WatchTarget).
+        return EventRegistration {}
       case .processExit(let pid):
         guard kill(pid, 0) == 0 || errno == EPERM else {
           queue.async(execute: handler)

@@ -137,16 +137,11 @@
       switch target {
       case .file(let descriptor, _):
         // Watch the very inode this descriptor has open: its /proc link cannot be swapped.
-        let mask = UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE)
-        let watch = inotify_add_watch(inotify, "/proc/self/fd/\(descriptor)", mask)
-        guard watch >= 0 else {
-          throw LiaisonError(
-            .system,
-            "Could not watch a file of the container (inotify_add_watch). Raise fs.inotify.max_user_watches.",
-            errno: currentErrno())
-        }
-        idsByWatch[watch, default: []].insert(id)
-        entries[id] = Entry(kind: .file(watch: watch), handler: handler)
+        try addWatch(id, "/proc/self/fd/\(descriptor)", UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE), handler)
+      case .writerCloses(let folder, let name):
+        // Through the folder's own descriptor: a folder renamed or replaced cannot redirect it,
+        // and IN_DONT_FOLLOW refuses a symbolic link planted as the file.
+        try addWatch(id, "/proc/self/fd/\(folder)/\(name)", UInt32(IN_CLOSE_WRITE) | UInt32(IN_DONT_FOLLOW), handler)
       case .processExit(let pid):
         let pidfd = cliaison_pidfd_open(pid)
         if pidfd >= 0 {
@@ -159,6 +154,22 @@
       }
       poke()
       return id
+    }
+
+    /// Watches `path` for `mask`, added to what the inode is watched for already (one inotify
+    /// watch per inode serves every registration on it).
+    private func addWatch(
+      _ id: UInt64, _ path: String, _ mask: UInt32, _ handler: @escaping @Sendable () -> Void
+    ) throws(LiaisonError) {
+      let watch = inotify_add_watch(inotify, path, mask | UInt32(IN_MASK_ADD))
+      guard watch >= 0 else {
+        throw LiaisonError(
+          .system,
+          "Could not watch a file of the container (inotify_add_watch). Raise fs.inotify.max_user_watches.",
+          errno: currentErrno())
+      }
+      idsByWatch[watch, default: []].insert(id)
+      entries[id] = Entry(kind: .file(watch: watch), handler: handler)
     }
 
     /// Removes a registration; returns whether it was there.
@@ -237,19 +248,27 @@
             _ = read(wake, &value, 8)
           }
           if fds[0].revents != 0 {
+            var overflowed = false
             while true {
               let count = read(inotify, &buffer, buffer.count)
               if count <= 0 { break }
               var offset = 0
               while offset + 16 <= count {
                 let watch = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: Int32.self) }
+                let mask = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self) }
                 let nameLength = buffer.withUnsafeBytes {
                   $0.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)
+                }
+                if watch == -1 || mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                  // The kernel's queue overflowed: events were dropped, for any file. Every file
+                  // handler runs (each re-reads its file), so that no change is missed.
+                  overflowed = true
                 }
                 fired.formUnion(idsByWatch[watch] ?? [])
                 offset += 16 + Int(nameLength)
               }
             }
+            if overflowed { for ids in idsByWatch.values { fired.formUnion(ids) } }
           }
           for (index, poller) in fds.enumerated().dropFirst(2) where poller.revents != 0 {
             fired.insert(ids[index])

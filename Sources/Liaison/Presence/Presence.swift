@@ -82,43 +82,66 @@ public final class Presence: Sendable {
   /// The current holder, or `nil` when the presence is not active.
   ///
   /// The record of a claim is returned only while its lock is held, so a holder that died is
-  /// never reported.
+  /// never reported. A process id names a process in the holder's pid namespace: processes in
+  /// different containers (Docker, LXC) that share a volume see each other's claims and leases,
+  /// but a ``PresenceHolder/processID`` from another namespace means nothing here. Liveness is
+  /// the kernel's lock, never the pid, except for the brief moment of a claim being written.
+  ///
+  /// - Throws: ``LiaisonError/Code/claimInProgress`` when the presence is active but its holder
+  ///   has not written its record within 100 ms (a claim being made by a process descheduled
+  ///   there, or another program locking the file): read again shortly.
   public var holder: PresenceHolder? {
     get throws(LiaisonError) {
-      try withProbe { fd throws(LiaisonError) in
-        let deadline = SystemClock.bootNanoseconds() + Self.settleTime
-        while true {
-          switch Syscall.lock(fd, LOCK_SH | LOCK_NB) {
-          case .success(true):
-            defer { Syscall.unlock(fd) }
-            if case .holder(let holder) = try readRecord(fd),
-              holder.isLiveLease(now: SystemClock.bootNanoseconds())
-            {
-              return holder
-            }
-            return nil
-          case .success(false):
-            // Held exclusively: a claim (whose record is complete once written) or a lease
-            // being written (read again once its writer is done).
-            if case .holder(let holder) = try readRecord(fd), holder.kind == .claim,
-              Syscall.processExists(holder.processID)
-            {
-              return holder
-            }
-            if SystemClock.bootNanoseconds() > deadline {
-              throw LiaisonError(
-                .corruptFile,
-                "The presence file '\(path)' is locked but holds no readable record. "
-                  + "If no process of yours is claiming '\(name)', remove the file.",
-                path: path)
-            }
-            sched_yield()
-          case .failure(let error):
-            throw LiaisonError.system(error, "probe", path: path)
+      let deadline = SystemClock.bootNanoseconds() + Self.settleTime
+      while true {
+        switch try probeHolder() {
+        case .known(let holder):
+          return holder
+        case .inProgress:
+          if SystemClock.bootNanoseconds() > deadline {
+            throw LiaisonError(
+              .claimInProgress,
+              "The presence '\(name)' is active, but its holder has not written its record yet (a claim being made, "
+                + "or another program locking '\(path)'). Read it again shortly.",
+              path: path)
           }
+          sched_yield()
         }
-      } ?? nil
+      }
     }
+  }
+
+  /// What one look at the presence's file tells about its holder.
+  enum Probe: Equatable {
+    /// The holder, or `nil` when the presence is not active.
+    case known(PresenceHolder?)
+    /// Locked without a complete record: a claim or a lease renewal being written. The writer's
+    /// write (or close) is a change of the file, so a watch learns the outcome by itself.
+    case inProgress
+  }
+
+  /// Reads the holder once, without waiting: safe on the event loop's thread.
+  func probeHolder() throws(LiaisonError) -> Probe {
+    try withProbe { fd throws(LiaisonError) -> Probe in
+      switch Syscall.lock(fd, LOCK_SH | LOCK_NB) {
+      case .success(true):
+        defer { Syscall.unlock(fd) }
+        if case .holder(let holder) = try readRecord(fd), holder.isLiveLease(now: SystemClock.bootNanoseconds()) {
+          return .known(holder)
+        }
+        return .known(nil)
+      case .success(false):
+        // Held exclusively: a claim (whose record is complete once written), or a lease being
+        // renewed (whose complete record is the one being renewed, or its renewal).
+        if case .holder(let holder) = try readRecord(fd) {
+          if holder.kind == .claim, Syscall.processExists(holder.processID) { return .known(holder) }
+          if holder.isLiveLease(now: SystemClock.bootNanoseconds()) { return .known(holder) }
+        }
+        return .inProgress
+      case .failure(let error):
+        throw LiaisonError.system(error, "probe", path: path)
+      }
+    } ?? .known(nil)
   }
 
   /// Claims the presence for as long as the returned ``PresenceClaim`` lives.
@@ -195,7 +218,8 @@ public final class Presence: Sendable {
   /// Takes the exclusive lock on the presence file, waiting out the brief holders (probes and
   /// lease writers hold it for microseconds), and returns the record it finds.
   ///
-  /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when a live claim holds it.
+  /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when a live claim holds it;
+  ///   ``LiaisonError/Code/claimInProgress`` when it stays locked for 100 ms without a record.
   func lockRecord(_ fd: CInt) throws(LiaisonError) -> PresenceRecord.Decoded {
     let deadline = SystemClock.bootNanoseconds() + Self.settleTime
     while true {
@@ -213,7 +237,7 @@ public final class Presence: Sendable {
           // and writing its record (a process can be descheduled there for that long on a busy
           // machine), or by another program.
           throw LiaisonError(
-            .alreadyClaimed,
+            .claimInProgress,
             "The presence '\(name)' is held by a process that has not written its record yet (a claim being made, "
               + "or another program locking '\(path)'). Wait for it to be released, or check isActive first.",
             path: path)

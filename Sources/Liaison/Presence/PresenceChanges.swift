@@ -10,7 +10,7 @@ extension Presence {
   /// The presence's state now, then every change of it, as an `AsyncSequence`.
   ///
   /// ```swift
-  /// for await change in try container.presence("recording").changes() {
+  /// for try await change in try container.presence("recording").changes() {
   ///   switch change {
   ///   case .claimed(let holder): showBadge(holder.info)
   ///   case .released: hideBadge()
@@ -21,9 +21,15 @@ extension Presence {
   /// A holder that dies without a word is reported as ``PresenceChange/released`` as soon as the
   /// kernel has released its claim: Liaison watches the holder's process (with `pidfd_open` on
   /// Linux, a Dispatch process source on Apple platforms), so nothing depends on the dead process
-  /// posting anything. A lease is reported released when it lapses. Changes in quick succession may
-  /// coalesce into the latest; consecutive elements always differ. Ending the iteration, or
-  /// releasing the sequence, ends the watch.
+  /// posting anything. A lease is reported released when it lapses; its renewals are not changes.
+  /// Changes in quick succession may coalesce into the latest; consecutive elements always differ.
+  /// While a claim is in progress (locked, its record not written yet) nothing is yielded: its
+  /// record, once written, is the next element. The event loop's thread never waits for it.
+  ///
+  /// Each iterator has a watch of its own and sees every change: the first uses the watch made
+  /// when this returns, later ones start theirs when they are made. Iteration throws the
+  /// ``LiaisonError`` that ended it (the presence's file could no longer be read or watched).
+  /// Ending the iteration, or releasing the sequence and its iterators, ends the watch.
   public func changes() throws(LiaisonError) -> PresenceChanges {
     try PresenceChanges(presence: self)
   }
@@ -33,34 +39,88 @@ extension Presence {
 public struct PresenceChanges: AsyncSequence, Sendable {
   public typealias Element = PresenceChange
 
-  private let stream: AsyncStream<PresenceChange>
-  private let watch: PresenceWatch
+  private let presence: Presence
+  /// The watch made when the sequence was, for its first iterator.
+  private let first: Locked<Feed?>
 
   init(presence: Presence) throws(LiaisonError) {
-    let (stream, continuation) = AsyncStream.makeStream(
-      of: PresenceChange.self, bufferingPolicy: .bufferingNewest(1))
-    let watch = try PresenceWatch(presence: presence) { continuation.yield($0) }
-    continuation.onTermination = { _ in watch.cancel() }
-    self.stream = stream
-    self.watch = watch
+    self.presence = presence
+    first = Locked(try Feed(presence: presence))
   }
 
   public func makeAsyncIterator() -> AsyncIterator {
-    AsyncIterator(base: stream.makeAsyncIterator(), watch: watch)
+    if let feed = first.withLock({ $0.take() }) { return AsyncIterator(feed: .success(feed)) }
+    do throws(LiaisonError) {
+      return AsyncIterator(feed: .success(try Feed(presence: presence)))
+    } catch {
+      return AsyncIterator(feed: .failure(error))
+    }
   }
 
   public struct AsyncIterator: AsyncIteratorProtocol {
-    var base: AsyncStream<PresenceChange>.Iterator
-    let watch: PresenceWatch
+    private let feed: Feed?
+    private var base: AsyncThrowingStream<PresenceChange, any Error>.Iterator?
+    private var failure: LiaisonError?
+    private var lastDelivered: PresenceChange?
 
-    public mutating func next() async -> PresenceChange? {
-      await base.next()
+    fileprivate init(feed: Result<Feed, LiaisonError>) {
+      switch feed {
+      case .success(let feed):
+        self.feed = feed
+        base = feed.stream.makeAsyncIterator()
+      case .failure(let error):
+        self.feed = nil
+        failure = error
+      }
     }
 
-    // The stream's own `next(isolation:)` is newer than the package's minimum platforms.
-    @available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
-    public mutating func next(isolation actor: isolated (any Actor)?) async -> PresenceChange? {
-      await base.next(isolation: actor)
+    /// The next change; `nil` when the iteration is cancelled.
+    ///
+    /// - Throws: the ``LiaisonError`` that ended the watch.
+    public mutating func next() async throws -> PresenceChange? {
+      if let failure = failure.take() { throw failure }
+      while let change = try await base?.next() {
+        // Against the last element delivered, not the last emitted: a change and its undoing
+        // while the consumer was away must not reach it as a repeat.
+        if let lastDelivered, change.isSame(as: lastDelivered) { continue }
+        lastDelivered = change
+        return change
+      }
+      return nil
+    }
+  }
+
+  /// One watch and the stream it feeds.
+  fileprivate final class Feed: Sendable {
+    let stream: AsyncThrowingStream<PresenceChange, any Error>
+    private let continuation: AsyncThrowingStream<PresenceChange, any Error>.Continuation
+
+    init(presence: Presence) throws(LiaisonError) {
+      let (stream, continuation) = AsyncThrowingStream.makeStream(
+        of: PresenceChange.self, throwing: (any Error).self, bufferingPolicy: .bufferingNewest(1))
+      let watch = try PresenceWatch(
+        presence: presence, emit: { continuation.yield($0) }, fail: { continuation.finish(throwing: $0) })
+      continuation.onTermination = { _ in watch.cancel() }
+      self.stream = stream
+      self.continuation = continuation
+    }
+
+    /// Finishing ends the watch (through `onTermination`) and lets the stream release it.
+    deinit { continuation.finish() }
+  }
+}
+
+extension PresenceChange {
+  /// Whether two changes say the same: a lease's renewal (a new expiry) is no change.
+  func isSame(as other: PresenceChange) -> Bool {
+    switch (self, other) {
+    case (.released, .released):
+      return true
+    case (.claimed(let a), .claimed(let b)):
+      return a.kind == b.kind && a.processID == b.processID && a.since == b.since && a.info == b.info
+        && a.leaseToken == b.leaseToken
+    default:
+      return false
     }
   }
 }
@@ -79,15 +139,22 @@ final class PresenceWatch: Sendable {
 
   private let presence: Presence
   private let emit: @Sendable (PresenceChange) -> Void
+  private let fail: @Sendable (LiaisonError) -> Void
   private let state = Locked(State())
   /// Held for a whole evaluation, so that two (at subscription, and on the loop) never
   /// interleave and an older reading never lands after a newer one. It is never held while
   /// registrations are cancelled, and the loop calls evaluations without holding its own lock.
   private let evaluation = Locked(())
 
-  init(presence: Presence, emit: @escaping @Sendable (PresenceChange) -> Void) throws(LiaisonError) {
+  /// Watches `presence`, calling `emit` with its state now and at each change, and `fail` once
+  /// with the error that ends the watch (after a failure at subscription, `init` throws instead).
+  init(
+    presence: Presence, emit: @escaping @Sendable (PresenceChange) -> Void,
+    fail: @escaping @Sendable (LiaisonError) -> Void
+  ) throws(LiaisonError) {
     self.presence = presence
     self.emit = emit
+    self.fail = fail
     let fd = try presence.openFile()
     state.withLock { $0.descriptor = fd }
     do throws(LiaisonError) {
@@ -119,8 +186,16 @@ final class PresenceWatch: Sendable {
     if let fd { Syscall.close(fd) }
   }
 
+  /// Runs on the event loop's thread: reads the file once, never waits. An error ends the watch
+  /// and reaches the consumer.
   private func evaluate() {
-    try? evaluateOrThrow()
+    do throws(LiaisonError) {
+      try evaluateOrThrow()
+    } catch {
+      let wasLive = state.withLock { !$0.cancelled }
+      cancel()
+      if wasLive { fail(error) }
+    }
   }
 
   /// Reads the holder, emits it if it changed, and re-arms the process and expiry watches.
@@ -131,7 +206,11 @@ final class PresenceWatch: Sendable {
 
   /// One evaluation; returns the registrations it replaced, for cancelling after the lock.
   private func evaluateSerially() throws(LiaisonError) -> [EventRegistration] {
-    let holder = try presence.holder
+    guard case .known(let holder) = try presence.probeHolder() else {
+      // Being written: the writer's write, or its close, changes the file and brings the loop
+      // back here. The last state stands meanwhile.
+      return []
+    }
     let change: PresenceChange = holder.map { .claimed($0) } ?? .released
     var toCancel: [EventRegistration] = []
     var watchPID: Int32?
@@ -147,8 +226,11 @@ final class PresenceWatch: Sendable {
       if let old = state.expiryWatch { toCancel.append(old) }
       state.expiryWatch = nil
       watchExpiry = holder?.leaseExpiry
-      defer { state.last = change }
-      return state.last != change
+      guard let last = state.last, last.isSame(as: change) else {
+        state.last = change
+        return true
+      }
+      return false
     }
     if let pid = watchPID {
       let registration = try EventLoop.watch(.processExit(pid)) { [weak self] in self?.evaluate() }

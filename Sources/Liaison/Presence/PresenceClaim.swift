@@ -62,7 +62,12 @@ public final class PresenceClaim: Sendable {
       if let open = state.descriptor { fd = open } else { fd = try presence.openFile() }
       state.descriptor = fd
       do throws(LiaisonError) {
-        let found = try presence.lockRecord(fd)
+        let found: PresenceRecord.Decoded
+        do throws(LiaisonError) {
+          found = try presence.lockRecord(fd)
+        } catch  where error.code == .claimInProgress {
+          throw LiaisonError(.alreadyClaimed, error.message, path: error.path)  // held: by a claim being made
+        }
         if case .holder(let holder) = found, holder.isLiveLease(now: SystemClock.bootNanoseconds()) {
           throw presence.alreadyClaimed(by: holder)
         }

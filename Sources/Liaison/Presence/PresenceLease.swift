@@ -55,8 +55,10 @@ public final class PresenceLease: Sendable {
   /// when you know the process is about to go quiet.
   ///
   /// - Throws: ``LiaisonError/Code/leaseLost`` when the lease was released, or when another
-  ///   holder took the presence after this lease lapsed; other errors when the file cannot be
-  ///   read or written (the lease stays as it was and may lapse).
+  ///   holder took the presence after this lease lapsed; ``LiaisonError/Code/claimInProgress``
+  ///   when another process has the file locked without a record (a claim being made, which
+  ///   fails while this lease is live: the lease is not lost); other errors when the file cannot
+  ///   be read or written. After any of the latter the lease stays as it was and may lapse.
   /// - Throws: ``LiaisonError/Code/suspended`` while the container is suspended.
   public func renew() throws(LiaisonError) {
     // The whole renewal runs under the state lock, which suspend() takes: it waits for a renewal
@@ -131,7 +133,9 @@ public final class PresenceLease: Sendable {
     } catch {
       release()
       // A first renewal that finds another holder means the presence is taken.
-      if error.code == .leaseLost { throw LiaisonError(.alreadyClaimed, error.message, path: presence.path) }
+      if error.code == .leaseLost || error.code == .claimInProgress {
+        throw LiaisonError(.alreadyClaimed, error.message, path: presence.path)
+      }
       throw error
     }
     let interval = DispatchTimeInterval.nanoseconds(Int(clamping: duration.clampedNanoseconds / 3))

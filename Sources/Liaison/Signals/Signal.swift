@@ -198,15 +198,8 @@ package final class SignalFile: Sendable {
     return bytes
   }
 
-  /// FNV-1a, 64 bits.
-  static func checksum(_ bytes: some Collection<UInt8>) -> UInt64 {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in bytes {
-      hash ^= UInt64(byte)
-      hash &*= 0x100_0000_01b3
-    }
-    return hash
-  }
+  /// The record's checksum: FNV-1a of its first 24 bytes.
+  static func checksum(_ bytes: some Collection<UInt8>) -> UInt64 { fnv1a(bytes) }
 
   /// Decodes a signal file's bytes; `nil` when they are not a whole signal record (a read that
   /// overlapped a write, or a corrupt file).

@@ -2,44 +2,64 @@ import Dispatch
 
 /// The notifications of a ``Signal``, from ``Signal/notifications(ignoringOwnPosts:)``.
 ///
-/// An `AsyncSequence` for one consumer. It holds at most one undelivered notification (the
-/// newest), never ends by itself, and ends its watch when the consuming task is cancelled, the
-/// loop breaks, or the sequence and its iterator are released.
+/// An `AsyncSequence` whose every iterator has a subscription of its own, and so receives every
+/// notification (coalesced, as always): the first iterator uses the subscription made when
+/// `notifications()` returned, so that a post after that is never missed; a later iterator
+/// subscribes when it is made (and, should that fail, ends at once). Each holds at most one
+/// undelivered notification (the newest), never ends by itself, and ends its subscription when
+/// the consuming task is cancelled, the loop breaks, or it is released.
 public struct SignalNotifications: AsyncSequence, Sendable {
   public typealias Element = SignalNotification
 
-  private let stream: AsyncStream<SignalNotification>
-  private let subscription: Subscription
+  private let signal: Signal
+  private let ignoringOwnPosts: Bool
+  /// The subscription made with the sequence, for its first iterator.
+  private let first: Locked<Feed?>
 
   init(signal: Signal, ignoringOwnPosts: Bool) throws(LiaisonError) {
-    let (stream, continuation) = AsyncStream.makeStream(
-      of: SignalNotification.self, bufferingPolicy: .bufferingNewest(1))
-    let id = try SignalHub.shared.subscribe(signal.file, ignoringOwnPosts: ignoringOwnPosts) {
-      continuation.yield($0)
-    }
-    let subscription = Subscription(key: signal.file.key, id: id)
-    continuation.onTermination = { _ in subscription.cancel() }
-    self.stream = stream
-    self.subscription = subscription
+    self.signal = signal
+    self.ignoringOwnPosts = ignoringOwnPosts
+    first = Locked(try Feed(signal: signal, ignoringOwnPosts: ignoringOwnPosts))
   }
 
   public func makeAsyncIterator() -> AsyncIterator {
-    AsyncIterator(base: stream.makeAsyncIterator(), subscription: subscription)
+    let feed = first.withLock { $0.take() } ?? (try? Feed(signal: signal, ignoringOwnPosts: ignoringOwnPosts))
+    return AsyncIterator(base: feed?.stream.makeAsyncIterator(), feed: feed)
   }
 
   public struct AsyncIterator: AsyncIteratorProtocol {
-    var base: AsyncStream<SignalNotification>.Iterator
-    let subscription: Subscription
+    var base: AsyncStream<SignalNotification>.Iterator?
+    let feed: Feed?
 
     public mutating func next() async -> SignalNotification? {
-      await base.next()
+      await base?.next()
     }
 
     // The stream's own `next(isolation:)` is newer than the package's minimum platforms.
     @available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
     public mutating func next(isolation actor: isolated (any Actor)?) async -> SignalNotification? {
-      await base.next(isolation: actor)
+      await base?.next(isolation: actor)
     }
+  }
+
+  /// One subscription and the stream it feeds.
+  final class Feed: Sendable {
+    let stream: AsyncStream<SignalNotification>
+    private let subscription: Subscription
+
+    init(signal: Signal, ignoringOwnPosts: Bool) throws(LiaisonError) {
+      let (stream, continuation) = AsyncStream.makeStream(
+        of: SignalNotification.self, bufferingPolicy: .bufferingNewest(1))
+      let id = try SignalHub.shared.subscribe(signal.file, ignoringOwnPosts: ignoringOwnPosts) {
+        continuation.yield($0)
+      }
+      let subscription = Subscription(key: signal.file.key, id: id)
+      continuation.onTermination = { _ in subscription.cancel() }
+      self.stream = stream
+      self.subscription = subscription
+    }
+
+    deinit { subscription.cancel() }
   }
 
   /// Ends the watch when cancelled or released.

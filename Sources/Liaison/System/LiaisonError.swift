@@ -24,11 +24,13 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
       case timedOut = "timed out"
       case suspended = "suspended"
       case alreadyClaimed = "already claimed"
+      case claimInProgress = "claim in progress"
       case leaseLost = "lease lost"
       case typeMismatch = "type mismatch"
       case tooLarge = "too large"
       case incompatibleSchema = "incompatible schema"
       case system = "system error"
+      case closed = "closed"
     }
     private let value: Value
     private init(_ value: Value) { self.value = value }
@@ -49,6 +51,11 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
     public static let suspended = Code(.suspended)
     /// Another holder has the presence; the message names it.
     public static let alreadyClaimed = Code(.alreadyClaimed)
+    /// The presence is active but its holder is not known yet: a process has taken the
+    /// presence's lock and not yet written its record (a claim being made, by a process the
+    /// system may have descheduled there), or another program locks the file. Read again
+    /// shortly; the file is in use and must not be deleted.
+    public static let claimInProgress = Code(.claimInProgress)
     /// A lease lapsed and another process claimed the presence before it was renewed.
     public static let leaseLost = Code(.leaseLost)
     /// A stored value cannot be read as the type asked for.
@@ -60,6 +67,8 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
     public static let incompatibleSchema = Code(.incompatibleSchema)
     /// A system call failed; ``LiaisonError/errno`` says which error.
     public static let system = Code(.system)
+    /// The object was closed by its owner (a mailbox receiver's `close()`, say): make a new one.
+    public static let closed = Code(.closed)
 
     public var description: String { value.rawValue }
   }

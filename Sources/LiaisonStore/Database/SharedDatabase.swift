@@ -29,6 +29,10 @@ import Liaison
 /// - **Cross-process observation.** After every commit in any process, the database's signal rings;
 ///   every other process then calls `notifyChanges(in: .fullDatabase)`, so its `ValueObservation`s
 ///   fetch again.
+/// - **No lost wake-up.** A writer killed between its commit and its ring still refreshes the
+///   others' observations on Linux: its death closes its descriptors on the database file, which
+///   the event loop sees (`IN_CLOSE_WRITE`); if the data version moved, the change is relayed. A
+///   relay that fails (busy, suspended) is tried again until it succeeds.
 /// - **No sleeping on contention.** When another process holds SQLite's write lock, SQLite's busy
 ///   handler waits for that process's commit (or rollback) signal instead of sleeping 1, 2, 5 …
 ///   100 ms, and retries at once when it arrives (at most 50 ms per wait, for a writer that does
@@ -42,6 +46,9 @@ import Liaison
 ///   GRDB's notification is process-wide: every GRDB database of the process that observes it is
 ///   suspended.
 public final class SharedDatabase: Sendable {
+  /// How often relaying other processes' commits failed in this process (each is tried again).
+  package static let relayFailures = Locked(0)
+
   /// The database's name.
   public let name: LiaisonName
   /// The GRDB pool: read, write and observe it as GRDB documents.
@@ -50,6 +57,8 @@ public final class SharedDatabase: Sendable {
   public let path: String
   private let signal: Signal
   private let remoteCommits: SignalObservation
+  /// Closes of the database file by other connections, such as a writer's death.
+  private let writerCloses: EventRegistration
   private let doorbell: CommitDoorbell
   private let commitRinger: CommitRinger
   private let lifecycle: DatabaseLifecycle
@@ -80,12 +89,20 @@ public final class SharedDatabase: Sendable {
     // Another process committed: wake this process's busy waiters, and refresh its observations.
     // Own commits need neither (observations see them already), so they are ignored.
     let refreshQueue = DispatchQueue(label: "Liaison.SharedDatabase.\(name)")
-    @Sendable func relay(retrying: Bool) {
+    @Sendable func relay(onlyIfChanged: Bool, attempt: Int) {
       do {
         // Observers fetch when a transaction commits, so the change is notified inside one: an
         // empty deferred transaction, which takes no SQLite lock. It runs on GRDB's writer queue,
         // one access at a time, so the flag that keeps it from ringing covers it and nothing else.
         try pool.writeWithoutTransaction { db in
+          // Moves with every commit of another connection (another process), never with this
+          // writer's own: the commits that this process's observations have not seen yet.
+          let dataVersion = try Int.fetchOne(db, sql: "PRAGMA data_version")
+          let seen = commitRinger.dataVersion.withLock { seen in
+            defer { seen = dataVersion }
+            return seen
+          }
+          if onlyIfChanged && seen == dataVersion { return }
           commitRinger.relaying.withLock { $0 = true }
           defer { commitRinger.relaying.withLock { $0 = false } }
           // The other process may have changed the schema (created tables): GRDB's writer never
@@ -101,11 +118,24 @@ public final class SharedDatabase: Sendable {
           }
         }
       } catch {
-        // Busy for 30 s, or suspended: try once more shortly, so the change is not lost.
-        if retrying { refreshQueue.asyncAfter(deadline: .now() + .milliseconds(100)) { relay(retrying: false) } }
+        // Busy for 30 s, or suspended: try again, later each time (at most every 5 s), until the
+        // change is relayed; it is never dropped.
+        commitRinger.dataVersion.withLock { $0 = nil }
+        SharedDatabase.relayFailures.withLock { $0 += 1 }
+        let delay = min(100 << min(attempt, 6), 5_000)
+        refreshQueue.asyncAfter(deadline: .now() + .milliseconds(delay)) {
+          relay(onlyIfChanged: false, attempt: attempt + 1)
+        }
       }
     }
-    remoteCommits = try signal.observe(on: refreshQueue, ignoringOwnPosts: true) { _ in relay(retrying: true) }
+    remoteCommits = try signal.observe(on: refreshQueue, ignoringOwnPosts: true) { _ in
+      relay(onlyIfChanged: false, attempt: 0)
+    }
+    // A writer killed between its commit and its ring: its connections close when it dies, and
+    // every connection has the database file open for writing. Relayed if the data moved.
+    writerCloses = try folder.watchWriterCloses(of: file) {
+      refreshQueue.async { relay(onlyIfChanged: true, attempt: 0) }
+    }
     let busyWakeups = try signal.observe(on: DispatchQueue.global(), ignoringOwnPosts: true) { _ in
       doorbell.ring()
     }
@@ -198,10 +228,13 @@ private final class CommitRinger: TransactionObserver, Sendable {
   let relaying = Locked(false)
   /// The schema version the writer's schema cache was last known to match.
   let schemaVersion = Locked<Int32?>(nil)
+  /// The writer's `PRAGMA data_version` when another process's commits were last relayed.
+  let dataVersion = Locked<Int?>(nil)
   init(signal: Signal) { self.signal = signal }
   func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
   func databaseDidChange(with event: DatabaseEvent) {}
   func databaseDidCommit(_ db: Database) {
+    StoreTestHooks.runBeforeRing()
     if !relaying.withLock({ $0 }) { try? signal.post() }
   }
   /// A rollback frees SQLite's write lock too: ring, so that other processes' busy waiters retry

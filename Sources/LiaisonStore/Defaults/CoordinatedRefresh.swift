@@ -43,11 +43,7 @@ extension SharedDefaults {
   /// The lock of refreshes of `key` in this domain. Its name is a hash of the domain and key
   /// (both may be 128 characters long); two keys that share a hash only refresh one at a time.
   private func refreshLock<Value>(for key: DefaultsKey<Value>) throws(LiaisonError) -> ProcessLock {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in Array(domain.rawValue.utf8) + [0] + Array(key.name.rawValue.utf8) {
-      hash ^= UInt64(byte)
-      hash &*= 0x100_0000_01b3
-    }
+    let hash = fnv1a(Array(domain.rawValue.utf8) + [0] + Array(key.name.rawValue.utf8))
     let name = try LiaisonName("defaults.refresh." + String(hash, radix: 16))
     return ProcessLock(name: name, folder: store.folder, container: container)
   }

@@ -37,6 +37,8 @@ public final class SharedDefaults: Sendable {
   private let slot: Int
   private let signal: Signal
   private let cache = Locked(Cache())
+  /// The watch for writers that die between commit and ring, once the domain is observed.
+  private let writerDeaths = Locked<EventRegistration?>(nil)
 
   private struct Cache {
     /// The counter value the entries are current for; `nil` when empty.
@@ -328,6 +330,7 @@ public final class SharedDefaults: Sendable {
   @available(*, noasync)
   func write<T>(timeout: Duration?, _ body: (Database) throws -> T) throws(LiaisonError) -> T {
     let result = try store.write(slot: slot, timeout: timeout, body)
+    StoreTestHooks.runBeforeRing()
     try? signal.post(state: store.generations.load(slot))
     return result
   }
@@ -335,6 +338,7 @@ public final class SharedDefaults: Sendable {
   /// The `async` twin of ``write(timeout:_:)``.
   func write<T>(timeout: Duration?, _ body: (Database) throws -> T) async throws -> T {
     let result = try await store.write(slot: slot, timeout: timeout, body)
+    StoreTestHooks.runBeforeRing()
     try? signal.post(state: store.generations.load(slot))
     return result
   }
@@ -343,8 +347,25 @@ public final class SharedDefaults: Sendable {
 
   /// Every change of the domain, as the notifications of its signal (coalescing, like every
   /// ``Signal``): after each, `get` returns the new values.
+  ///
+  /// A writer killed between its commit and its ring wakes observers all the same on Linux: every
+  /// writer keeps the store's write-lock file open, so its death is a close that the event loop
+  /// sees; if the domain's counter then differs from the state its signal last rang with, this
+  /// process rings for it. (On Apple platforms the next write wakes them.)
   public func changes() throws(LiaisonError) -> SignalNotifications {
-    try signal.notifications()
+    try watchWriterDeaths()
+    return try signal.notifications()
+  }
+
+  private func watchWriterDeaths() throws(LiaisonError) {
+    try writerDeaths.withLock { registration throws(LiaisonError) in
+      guard registration == nil else { return }
+      let (signal, generations, slot) = (signal, store.generations, slot)
+      registration = try store.folder.watchWriterCloses(of: store.writeLockFile) {
+        let generation = generations.load(slot)
+        if let state = try? signal.state, state != generation { try? signal.post(state: generation) }
+      }
+    }
   }
 
   // MARK: Schema

@@ -258,6 +258,55 @@ public final class Mailbox: Sendable {
     return totals.messages - totals.quarantined
   }
 
+  // MARK: Quarantine
+
+  /// Puts quarantined messages back in the queue, for a receiver that can now read them (after
+  /// an app update that brings back the payload type they were sent as).
+  ///
+  /// ```swift
+  /// let receiver = try inbox.receiver()
+  /// try inbox.requeueQuarantined()          // every message the previous version set aside
+  /// for try await envelope in receiver.messages(SavedLinkV2.self) { … }
+  /// ```
+  ///
+  /// Each requeued message goes to the **end** of the queue (in the order they were sent), keeps
+  /// its id, sender and sending time, and loses its quarantine reason; a running receiver is
+  /// woken and receives it like a new message. A receiver that still cannot decode it
+  /// quarantines it again. Needs no receiver: `liaison requeue` runs it beside a running app.
+  ///
+  /// - Parameter ids: the ids of the messages to requeue; `nil` requeues every quarantined
+  ///   message. An id that names no quarantined message is skipped.
+  /// - Returns: how many messages were requeued.
+  @discardableResult
+  public func requeueQuarantined(ids: [String]? = nil) throws(LiaisonError) -> Int {
+    let wanted = ids.map(Set.init)
+    let requeued = try store.write { db in
+      var totals = try MailboxTotals.fetch(db, mailbox: name)
+      let quarantined = try Row.fetchAll(
+        db,
+        sql: """
+          SELECT position, id FROM mailbox_message WHERE mailbox = ? AND quarantine_reason IS NOT NULL
+          ORDER BY position
+          """,
+        arguments: [name.rawValue])
+      let move = try db.cachedStatement(
+        sql: "UPDATE mailbox_message SET position = ?, quarantine_reason = NULL WHERE mailbox = ? AND position = ?")
+      var count = 0
+      for row in quarantined {
+        guard let position = Int64.fromDatabaseValue(row[0] as DatabaseValue) else { continue }
+        if let wanted, !wanted.contains(String.fromDatabaseValue(row[1] as DatabaseValue) ?? "") { continue }
+        totals.nextPosition += 1
+        try move.execute(arguments: [totals.nextPosition, name.rawValue, position])
+        count += 1
+      }
+      totals.quarantined -= count
+      try totals.save(db, mailbox: name)
+      return count
+    }
+    if requeued > 0 { ring() }
+    return requeued
+  }
+
   // MARK: Schema
 
   /// The store database that holds every mailbox.
@@ -504,6 +553,18 @@ package struct MessageRow {
         WHERE mailbox = ? AND position > ? AND (? OR quarantine_reason IS NULL) ORDER BY position LIMIT ?
         """)
     return try Row.fetchAll(statement, arguments: [mailbox.rawValue, position, includingQuarantined, limit]).map {
+      try MessageRow(row: $0, path: path)
+    }
+  }
+
+  /// The message at `position`, unless it is quarantined or gone.
+  static func fetch(_ db: Database, mailbox: LiaisonName, at position: Int64, path: String) throws -> MessageRow? {
+    let statement = try db.cachedStatement(
+      sql: """
+        SELECT position, id, sender, sent_at, kind, payload, quarantine_reason FROM mailbox_message
+        WHERE mailbox = ? AND position = ? AND quarantine_reason IS NULL
+        """)
+    return try Row.fetchOne(statement, arguments: [mailbox.rawValue, position]).map {
       try MessageRow(row: $0, path: path)
     }
   }

@@ -28,10 +28,11 @@ public struct MailboxEnvelope<Payload: Sendable>: Sendable {
 ///
 /// Each message is delivered to a receiver once, even when several tasks receive from it at the
 /// same time; a message it does not acknowledge is delivered again to the next receiver (after a
-/// crash, or ``close()``). ``SharedContainer/suspend()`` gives the lock up (iOS must not suspend a
-/// process that holds one) and ends the receiver: a receive waiting then throws
-/// ``LiaisonError/Code/suspended`` at once, as does every later call: make a new receiver after
-/// `resume()`.
+/// crash, or ``close()``). ``close()`` ends the receiver: a receive waiting then throws
+/// ``LiaisonError/Code/closed``, as does every later call. ``SharedContainer/suspend()`` gives the
+/// lock up (iOS must not suspend a process that holds one) and ends the receiver too: a receive
+/// waiting then throws ``LiaisonError/Code/suspended`` at once, as does every later call: make a
+/// new receiver after `resume()`.
 public final class MailboxReceiver: Sendable {
   public let mailbox: Mailbox
   private let held: LockGuard
@@ -46,6 +47,8 @@ public final class MailboxReceiver: Sendable {
   /// receiver's start, then at most hourly, so that a receiver running for weeks keeps the table
   /// small.
   private let lastPruned = Locked(Date().timeIntervalSince1970)
+  /// Whether ``close()`` ended the receiver (rather than a suspension of the container).
+  private let closed = Locked(false)
 
   private struct Reading {
     /// The position of the last message read from the store.
@@ -71,6 +74,7 @@ public final class MailboxReceiver: Sendable {
   /// Ends this receiver: messages it delivered and did not acknowledge go to the next receiver.
   /// Releasing the receiver does the same.
   public func close() {
+    closed.withLock { $0 = true }
     held.unlock()
     wakeUps.close()
   }
@@ -105,8 +109,8 @@ public final class MailboxReceiver: Sendable {
   /// Up to `limit` of the messages waiting now, without waiting; empty when there are none.
   /// Messages that cannot be decoded as `Payload` are quarantined on the way and not returned.
   ///
-  /// - Throws: ``LiaisonError/Code/suspended`` when the receiver was closed, or suspended with
-  ///   the container; ``LiaisonError/Code/corruptFile`` when the store is damaged.
+  /// - Throws: ``LiaisonError/Code/closed`` when the receiver was closed;
+  ///   ``LiaisonError/Code/suspended`` when it was ended by a suspension of the container; ``LiaisonError/Code/corruptFile`` when the store is damaged.
   public func receiveAvailable<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64
   ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
@@ -289,7 +293,7 @@ public final class MailboxReceiver: Sendable {
     guard !envelopes.isEmpty else { return nil }
     let name = mailbox.name
     if let stranger = envelopes.first(where: { $0.mailbox != name }) {
-      throw foreignEnvelope(id: stranger.id, from: "mailbox '\(stranger.mailbox)'")
+      throw foreignEnvelope(id: stranger.id, from: "mailbox '\(stranger.mailbox)'", doing: "acknowledged")
     }
     let ids = Dictionary(envelopes.map { ($0.position, $0.id) }, uniquingKeysWith: { first, _ in first })
     let now = Date().timeIntervalSince1970
@@ -325,7 +329,8 @@ public final class MailboxReceiver: Sendable {
           if let position = Int64.fromDatabaseValue(row[3] as DatabaseValue),
             String.fromDatabaseValue(row[1] as DatabaseValue) != ids[position]
           {
-            throw foreignEnvelope(id: ids[position] ?? "?", from: "another container's mailbox '\(name)'")
+            throw foreignEnvelope(
+              id: ids[position] ?? "?", from: "another container's mailbox '\(name)'", doing: "acknowledged")
           }
           totals.messages -= 1
           totals.bytes -= Int.fromDatabaseValue(row[2] as DatabaseValue) ?? 0
@@ -346,11 +351,50 @@ public final class MailboxReceiver: Sendable {
     reading.withLock { $0.readAhead.removeAll { acknowledged.contains($0.position) } }
   }
 
-  private func foreignEnvelope(id: String, from origin: String) -> LiaisonError {
+  /// Hands delivered messages back unacknowledged: this receiver delivers them again, before the
+  /// messages sent after them (in their order), without recreating them — same id, same position.
+  /// For a message that cannot be handled yet (a service down, a file not yet there): the
+  /// receiver goes on with the next delivery and meets the message again.
+  ///
+  /// A message already acknowledged, or removed, is skipped. Handing a message back does not
+  /// count as a delivery for at-least-once: it stays in the mailbox until acknowledged.
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidArgument``, handing nothing back, when an envelope
+  ///   comes from another mailbox; ``LiaisonError/Code/closed`` or
+  ///   ``LiaisonError/Code/suspended`` when the receiver is ended.
+  public func redeliver<Payload>(_ envelopes: [MailboxEnvelope<Payload>]) throws(LiaisonError) {
+    try checkHeld()
+    guard !envelopes.isEmpty else { return }
+    let name = mailbox.name
+    let store = mailbox.store
+    if let stranger = envelopes.first(where: { $0.mailbox != name }) {
+      throw foreignEnvelope(id: stranger.id, from: "mailbox '\(stranger.mailbox)'", doing: "handed back")
+    }
+    try reading.withLock { reading throws(LiaisonError) in
+      let waiting = Set(reading.readAhead.map { $0.position })
+      let wanted = envelopes.filter { !waiting.contains($0.position) }
+      let rows = try store.readOneStatement { db in
+        try wanted.compactMap { envelope in
+          try MessageRow.fetch(db, mailbox: name, at: envelope.position, path: store.path).flatMap {
+            $0.id == envelope.id ? $0 : nil  // removed, and the position reused by another container
+          }
+        }
+      }
+      reading.readAhead = ArraySlice((reading.readAhead + rows).sorted { $0.position < $1.position })
+    }
+  }
+
+  /// Hands one delivered message back unacknowledged: see ``redeliver(_:)-(Array)``.
+  public func redeliver<Payload>(_ envelope: MailboxEnvelope<Payload>) throws(LiaisonError) {
+    try redeliver([envelope])
+  }
+
+  private func foreignEnvelope(id: String, from origin: String, doing verb: String) -> LiaisonError {
     LiaisonError(
       .invalidArgument,
       "The envelope of message '\(id)' was delivered by \(origin), not by mailbox '\(mailbox.name)' of this "
-        + "container: acknowledge each envelope with a receiver of its own mailbox. Nothing was acknowledged.")
+        + "container: acknowledge (or hand back) each envelope with a receiver of its own mailbox. Nothing was "
+        + "\(verb).")
   }
 
   /// Removes every quarantined message of the mailbox. Their ids are remembered like those of
@@ -400,12 +444,17 @@ public final class MailboxReceiver: Sendable {
   }
 
   private func checkHeld() throws(LiaisonError) {
-    guard held.isHeld else {
+    guard !held.isHeld else { return }
+    if closed.withLock({ $0 }) {
       throw LiaisonError(
-        .suspended,
-        "The receiver of mailbox '\(mailbox.name)' was closed, or gave up its lock when the container was "
-          + "suspended. Make a new receiver with `mailbox.receiver()`.")
+        .closed,
+        "The receiver of mailbox '\(mailbox.name)' was closed: its messages not acknowledged go to the next "
+          + "receiver. Make a new receiver with `mailbox.receiver()`.")
     }
+    throw LiaisonError(
+      .suspended,
+      "The receiver of mailbox '\(mailbox.name)' gave up its lock when the container was suspended. After "
+        + "`container.resume()`, make a new receiver with `mailbox.receiver()`.")
   }
 }
 

@@ -66,12 +66,7 @@ final class GenerationCounters: @unchecked Sendable {
 
   /// The slot that `name` uses.
   static func slot(for name: String) -> Int {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in name.utf8 {
-      hash ^= UInt64(byte)
-      hash &*= 0x100_0000_01b3
-    }
-    return Int(hash % UInt64(slotCount))
+    Int(fnv1a(name.utf8) % UInt64(slotCount))
   }
 
   func load(_ slot: Int) -> UInt64 { cliaison_atomic_load(words + slot) }

@@ -269,6 +269,10 @@ final class StoreDatabase: Sendable {
     }
   }
 
+  /// The name of the write lock's file in ``folder``: every writing process keeps a descriptor
+  /// open on it, for writing, for as long as it runs.
+  var writeLockFile: String { writeLock.name.rawValue }
+
   /// Runs `body` in a read transaction; never waits for writers.
   func read<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
     try suspension.access { () throws(LiaisonError) -> T in try translatingErrors { try pool.read(body) } }

@@ -20,7 +20,9 @@ public enum KernelLocks {
   /// - Throws: where the system has no `/proc/locks` (macOS), or it cannot be read.
   public static func lines() throws -> [Substring] {
     let fd = open("/proc/locks", O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { throw PeerError("cannot open /proc/locks (errno \(errno)): no kernel lock table to read") }
+    guard fd >= 0 else {
+      throw KernelLockTableError("cannot open /proc/locks (errno \(errno)): no kernel lock table to read")
+    }
     defer { close(fd) }
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 16_384)
@@ -28,7 +30,7 @@ public enum KernelLocks {
       let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
       if count < 0 {
         if errno == EINTR { continue }
-        throw PeerError("cannot read /proc/locks: errno \(errno)")
+        throw KernelLockTableError("cannot read /proc/locks: errno \(errno)")
       }
       if count == 0 { break }
       bytes += chunk[..<count]
@@ -50,4 +52,11 @@ public enum KernelLocks {
   public static func lines(ofProcess pid: Int32) throws -> [String] {
     try lines().filter { $0.contains(" \(pid) ") }.map(String.init)
   }
+}
+
+/// The kernel's lock table could not be read.
+public struct KernelLockTableError: Error, CustomStringConvertible {
+  public let description: String
+
+  init(_ description: String) { self.description = description }
 }

@@ -1,0 +1,90 @@
+// The peer's commands on shared databases.
+
+import GRDB
+import Liaison
+import LiaisonStore
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+@MainActor private var databases: [String: SharedDatabase] = [:]
+@MainActor private var databaseWatches: [AnyDatabaseCancellable] = []
+/// Row counts a `dbwatch` observed, for `dbnext`.
+private let databaseCounts = Inbox<String>()
+
+let databaseCommands: [PeerCommand] = [
+  PeerCommand(
+    "dbopen",
+    """
+    NAME VERSION [COUNTFILE [legacy]]   opens the shared database with migrations v1…vVERSION (and \
+    one called legacy); each appends its name to COUNTFILE when it runs → ok opened
+    """
+  ) { words in
+    let countFile = words.count > 3 ? words[3] : nil
+    var migrator = DatabaseMigrator()
+    var names = (1...Int(words[2])!).map { "v\($0)" }
+    if words.count > 4 && words[4] == "legacy" { names.append("legacy") }  // one the newer program never had
+    for (index, name) in names.enumerated() {
+      let version = index + 1
+      migrator.registerMigration(name) { db in
+        if version == 1 {
+          try db.execute(sql: "CREATE TABLE item (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+        } else {
+          try db.execute(sql: "CREATE INDEX item_name_\(version) ON item(name)")
+        }
+        if let countFile {
+          let line = Array("\(name)\n".utf8)
+          let fd = open(countFile, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+          _ = write(fd, line, line.count)
+          close(fd)
+        }
+      }
+    }
+    databases[words[1]] = try container.database(words[1], migrator: migrator)
+    return "opened"
+  },
+  PeerCommand("dbinsert", "NAME COUNT   COUNT rows, a transaction each → ok done") { words in
+    let pool = databases[words[1]]!.pool
+    for index in 0..<Int(words[2])! {
+      try pool.write { db in
+        try db.execute(sql: "INSERT INTO item (name) VALUES (?)", arguments: ["\(getpid())-\(index)"])
+      }
+    }
+    return "done"
+  },
+  PeerCommand("dbcount", "NAME  → ok N") { words in
+    String(
+      try databases[words[1]]!.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM item") ?? 0 })
+  },
+  PeerCommand("dbwatch", "NAME   a ValueObservation of the row count → ok watching") { words in
+    let observation = ValueObservation.tracking { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM item") ?? 0 }
+      .removeDuplicates()
+    databaseWatches.append(
+      observation.start(
+        in: databases[words[1]]!.pool, scheduling: .async(onQueue: observerQueue), onError: { _ in },
+        onChange: { databaseCounts.put(String($0)) }))
+    return "watching"
+  },
+  PeerCommand("dbnext", "[MILLISECONDS]   the next row count a dbwatch saw → ok N | ok none") { words in
+    databaseCounts.take(milliseconds: waitMilliseconds(words)) ?? "none"
+  },
+  PeerCommand("dbexclusive", "NAME   holds the database in SQLite's exclusive locking mode → ok held") { words in
+    let queue = try DatabaseQueue(path: try container.privateFolder("databases").path(of: words[1] + ".sqlite"))
+    try queue.writeWithoutTransaction { db in
+      try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE")
+      try db.execute(sql: "BEGIN EXCLUSIVE; COMMIT")
+    }
+    exclusiveDatabases[words[1]] = queue
+    return "held"
+  },
+  PeerCommand("dbrelease", "NAME   closes what dbexclusive holds → ok released") { words in
+    exclusiveDatabases[words[1]] = nil
+    return "released"
+  },
+]
+
+/// The connections `dbexclusive` holds.
+@MainActor var exclusiveDatabases: [String: DatabaseQueue] = [:]

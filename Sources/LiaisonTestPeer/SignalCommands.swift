@@ -1,0 +1,77 @@
+// The peer's commands on signals: posts and observations.
+
+import Dispatch
+import Liaison
+
+@MainActor private var observations: [String: SignalObservation] = [:]
+/// Notifications received, oldest first, for `next`.
+private let notifications = Inbox<SignalNotification>()
+
+let signalCommands: [PeerCommand] = [
+  PeerCommand("post", "NAME [STATE]  → ok posted") { words in
+    let signal = try container.signal(words[1])
+    if words.count > 2 { try signal.post(state: UInt64(words[2])!) } else { try signal.post() }
+    return "posted"
+  },
+  PeerCommand("burst", "NAME COUNT   posts states 1…COUNT → ok posted") { words in
+    let signal = try container.signal(words[1])
+    for state in 1...UInt64(words[2])! { try signal.post(state: state) }
+    return "posted"
+  },
+  PeerCommand("observe", "NAME [ignore-own]   starts observing a signal → ok observing") { words in
+    let ignoringOwn = words.count > 2 && words[2] == "ignore-own"
+    observations[words[1]] = try container.signal(words[1]).observe(
+      on: observerQueue, ignoringOwnPosts: ignoringOwn, notifications.put)
+    return "observing"
+  },
+  PeerCommand("observe-many", "PREFIX COUNT   observes PREFIX-0…PREFIX-(COUNT-1) → ok observing") { words in
+    for index in 0..<Int(words[2])! {
+      let name = "\(words[1])-\(index)"
+      observations[name] = try container.signal(name).observe(on: observerQueue, notifications.put)
+    }
+    return "observing"
+  },
+  PeerCommand("unobserve", "NAME  → ok unobserved") { words in
+    observations.removeValue(forKey: words[1])?.cancel()
+    return "unobserved"
+  },
+  PeerCommand(
+    "next", "[MILLISECONDS]   the next notification received, oldest first → ok NAME STATE SEQUENCE | ok none"
+  ) { words in
+    guard let note = notifications.take(milliseconds: waitMilliseconds(words)) else { return "none" }
+    return "\(note.name) \(note.state) \(note.sequence)"
+  },
+  PeerCommand(
+    "signal-residue",
+    """
+    NAME   an async sequence and a callback observation started and ended, with descriptor and \
+    thread counts, and Liaison's threads left → ok FDS THREADS FDS THREADS liaison-threads=N
+    """
+  ) { words in
+    signalResidue(try container.signal(words[1]))
+  },
+]
+
+/// Starts and ends an async sequence (by cancelling its task while it waits) and a callback
+/// observation on `signal`, and reports the descriptor and thread counts before and after.
+private func signalResidue(_ signal: Signal) -> String {
+  func cycle() {
+    let ready = DispatchSemaphore(value: 0)
+    let task = Task {
+      guard let notes = try? signal.notifications() else { return }
+      ready.signal()
+      for await _ in notes {}
+    }
+    ready.wait()
+    task.cancel()
+    blocking { await task.value }
+    let observation = try? signal.observe(on: observerQueue) { _ in }
+    observation?.cancel()
+  }
+  cycle()  // warm up the runtime's lazily started threads
+  let before = counts()
+  for _ in 0..<3 { cycle() }
+  let after = counts()
+  let liaisonThreads = threadNames().filter { $0.hasPrefix("liaison-") }.count
+  return "\(before.0) \(before.1) \(after.0) \(after.1) liaison-threads=\(liaisonThreads)"
+}
