@@ -274,37 +274,53 @@ public final class Mailbox: Sendable {
   /// woken and receives it like a new message. A receiver that still cannot decode it
   /// quarantines it again. Needs no receiver: `liaison requeue` runs it beside a running app.
   ///
-  /// - Parameter ids: the ids of the messages to requeue; `nil` requeues every quarantined
-  ///   message. An id that names no quarantined message is skipped.
+  /// - Parameters:
+  ///   - ids: the ids of the messages to requeue; `nil` requeues every quarantined message. An
+  ///     id that names no quarantined message is skipped.
+  ///   - timeout: how long to wait at most for another process's write of the store; `nil` waits
+  ///     as long as it takes. The `async` twin waits without blocking the cooperative pool.
   /// - Returns: how many messages were requeued.
+  @available(*, noasync, message: "Use `try await requeueQuarantined(ids:timeout:)`, which does not block the pool.")
   @discardableResult
-  public func requeueQuarantined(ids: [String]? = nil) throws(LiaisonError) -> Int {
+  public func requeueQuarantined(ids: [String]? = nil, timeout: Duration? = nil) throws(LiaisonError) -> Int {
     let wanted = ids.map(Set.init)
-    let requeued = try store.write { db in
-      var totals = try MailboxTotals.fetch(db, mailbox: name)
-      let quarantined = try Row.fetchAll(
-        db,
-        sql: """
-          SELECT position, id FROM mailbox_message WHERE mailbox = ? AND quarantine_reason IS NOT NULL
-          ORDER BY position
-          """,
-        arguments: [name.rawValue])
-      let move = try db.cachedStatement(
-        sql: "UPDATE mailbox_message SET position = ?, quarantine_reason = NULL WHERE mailbox = ? AND position = ?")
-      var count = 0
-      for row in quarantined {
-        guard let position = Int64.fromDatabaseValue(row[0] as DatabaseValue) else { continue }
-        if let wanted, !wanted.contains(String.fromDatabaseValue(row[1] as DatabaseValue) ?? "") { continue }
-        totals.nextPosition += 1
-        try move.execute(arguments: [totals.nextPosition, name.rawValue, position])
-        count += 1
-      }
-      totals.quarantined -= count
-      try totals.save(db, mailbox: name)
-      return count
-    }
+    let requeued = try store.write(timeout: timeout) { db in try requeue(wanted, db) }
     if requeued > 0 { ring() }
     return requeued
+  }
+
+  /// Puts quarantined messages back in the queue, waiting for other processes' writes of the
+  /// store without blocking the cooperative pool.
+  @discardableResult
+  public func requeueQuarantined(ids: [String]? = nil, timeout: Duration? = nil) async throws -> Int {
+    let wanted = ids.map(Set.init)
+    let requeued = try await store.write(timeout: timeout) { db in try requeue(wanted, db) }
+    if requeued > 0 { ring() }
+    return requeued
+  }
+
+  private func requeue(_ wanted: Set<String>?, _ db: Database) throws -> Int {
+    var totals = try MailboxTotals.fetch(db, mailbox: name)
+    let quarantined = try Row.fetchAll(
+      db,
+      sql: """
+        SELECT position, id FROM mailbox_message WHERE mailbox = ? AND quarantine_reason IS NOT NULL
+        ORDER BY position
+        """,
+      arguments: [name.rawValue])
+    let move = try db.cachedStatement(
+      sql: "UPDATE mailbox_message SET position = ?, quarantine_reason = NULL WHERE mailbox = ? AND position = ?")
+    var count = 0
+    for row in quarantined {
+      guard let position = Int64.fromDatabaseValue(row[0] as DatabaseValue) else { continue }
+      if let wanted, !wanted.contains(String.fromDatabaseValue(row[1] as DatabaseValue) ?? "") { continue }
+      totals.nextPosition += 1
+      try move.execute(arguments: [totals.nextPosition, name.rawValue, position])
+      count += 1
+    }
+    totals.quarantined -= count
+    try totals.save(db, mailbox: name)
+    return count
   }
 
   // MARK: Schema
