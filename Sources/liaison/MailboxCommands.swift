@@ -9,7 +9,7 @@ struct MessageReport {
   let id: String
   let sentAt: Date
   let sender: String
-  let payload: DefaultsRawValue
+  let payload: MailboxPayload
   var quarantineReason: String? = nil
 
   /// The payload as text: its JSON, or `data:BASE64` for raw bytes; then the quarantine reason,
@@ -17,15 +17,23 @@ struct MessageReport {
   var text: String {
     // JSON allows no raw line break inside a string: one outside is layout, and a message stays
     // on one line.
-    let shown = DefaultsCommand.show(payload).replacingOccurrences(of: "\n", with: " ")
+    let shown = shownPayload.replacingOccurrences(of: "\n", with: " ")
     return quarantineReason.map { "\(shown)\t(quarantined: \($0))" } ?? shown
+  }
+
+  /// The payload as text: its JSON, or `data:BASE64` for raw bytes.
+  var shownPayload: String {
+    switch payload {
+    case .json(let json): DefaultsCommand.show(.json(json))
+    case .data(let data): DefaultsCommand.show(.data(data))
+    }
   }
 
   /// One line of JSON with sorted keys: id, sentAt, sender, payload (the JSON itself, or the
   /// string `data:BASE64`), and quarantineReason when quarantined.
   func jsonLine() throws -> String {
     var object: [String: Any] = [
-      "id": id, "sentAt": sentAt.formatted(.iso8601), "sender": sender, "payload": DefaultsCommand.show(payload),
+      "id": id, "sentAt": sentAt.formatted(.iso8601), "sender": sender, "payload": shownPayload,
     ]
     if case .json(let json) = payload,
       let value = try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])
@@ -61,7 +69,7 @@ struct SendCommand: AsyncParsableCommand {
   func run() async throws {
     let stored = try await Self.reporting {
       let outbox = try await options.open().mailbox(mailbox, sender: sender)
-      let text = try CommandLineValue.valueOrStandardInput(message, limit: outbox.limits.maximumMessageSize)
+      let text = try CommandLineValue.valueOrStandardInput(message, limit: try outbox.limits().maximumMessageSize)
       return try await outbox.sendJSON(CommandLineValue.json(text), id: id)
     }
     print(stored)

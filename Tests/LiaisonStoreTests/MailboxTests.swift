@@ -243,8 +243,8 @@ struct MailboxTests {
 
   @Test func limitsRefuseWithAClearErrorAndStoreNothing() throws {
     let container = try SharedContainer(directory: directory.path)
-    let mailbox = try container.mailbox(
-      "small", limits: .init(maximumMessageSize: 100, maximumMessages: 3, maximumBytes: 1_000))
+    let mailbox = try container.mailbox("small")
+    try mailbox.setLimits(.init(maximumMessageSize: 100, maximumMessages: 3, maximumBytes: 1_000))
     let tooBig = #expect(throws: LiaisonError.self) { try mailbox.send(Data(count: 101)) }
     #expect(tooBig?.code == .tooLarge)
     #expect(tooBig?.message.contains("at most 100 bytes") == true)
@@ -255,7 +255,8 @@ struct MailboxTests {
     #expect(try mailbox.count() == 2)  // all or none
     try mailbox.send(3)
     #expect(try mailbox.count() == 3)
-    let bytes = try container.mailbox("bytes", limits: .init(maximumMessageSize: 100, maximumBytes: 150))
+    let bytes = try container.mailbox("bytes")
+    try bytes.setLimits(.init(maximumMessageSize: 100, maximumBytes: 150))
     try bytes.send(Data(count: 100))
     let overBytes = #expect(throws: LiaisonError.self) { try bytes.send(Data(count: 51)) }
     #expect(overBytes?.code == .tooLarge)
@@ -264,6 +265,22 @@ struct MailboxTests {
     #expect(try bytes.count() == 2)
     #expect(throws: LiaisonError.self) { try mailbox.send(Data(count: 50), id: "") }
     #expect(throws: LiaisonError.self) { try container.mailbox("../escape") }
+    #expect(throws: LiaisonError.self) { try bytes.setLimits(.init(maximumMessages: 0)) }
+  }
+
+  @Test func limitsAreTheMailboxsOwnForEverySenderInEveryProcess() throws {
+    // Another process sends through handles of its own, which name no limits.
+    let sender = try Peer(container: directory.path)
+    try sender.send("msendraw inbox first")
+    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
+    #expect(try mailbox.limits() == Mailbox.Limits())
+    try mailbox.setLimits(.init(maximumMessageSize: 10, maximumMessages: 2))
+    #expect(try mailbox.limits() == Mailbox.Limits(maximumMessageSize: 10, maximumMessages: 2))
+    let refused = try sender.ask("msendraw inbox more-than-ten-bytes")
+    #expect(refused.hasPrefix("error too large: "), "\(refused)")
+    try sender.send("msendraw inbox second")
+    #expect(try sender.ask("msendraw inbox third").hasPrefix("error too large: "))  // the mailbox is full at 2
+    #expect(try mailbox.count() == 2)
   }
 
   @Test func aWaitingReceiveEndsWhenItsTaskIsCancelledOrTheReceiverCloses() async throws {

@@ -433,40 +433,15 @@ public enum DefaultsRawValue: Sendable, Hashable {
   case data(Data)
 }
 
-/// A value as stored: JSON, or raw bytes for `Data`.
-///
-/// Reading rows and decoding values are `package` so that the fuzzer (`LiaisonFuzz`) reaches them.
-package struct StoredValue: Sendable {
-  enum Kind: Int {
-    case json = 0
-    case data = 1
-  }
-  let kind: Kind
-  let bytes: Data
-
+extension StoredValue {
+  /// `value` in its stored form for the key `key`, checked against ``SharedDefaults/maximumValueSize``.
   package init<Value: Encodable>(_ value: Value, key: DefaultsKey<some Codable & Sendable>, domain: LiaisonName)
     throws(LiaisonError)
   {
-    if let data = value as? Data {
-      (kind, bytes) = (.data, data)
-    } else {
-      do {
-        (kind, bytes) = (.json, try JSONEncoder().encode(value))
-      } catch {
-        throw LiaisonError(.invalidArgument, "The value for '\(key.name)' in '\(domain)' cannot be encoded: \(error).")
-      }
-    }
-    guard bytes.count <= SharedDefaults.maximumValueSize else {
-      throw LiaisonError(
-        .tooLarge,
-        "The value for '\(key.name)' in '\(domain)' is \(bytes.count) bytes; a value may be at most "
-          + "\(SharedDefaults.maximumValueSize) bytes. Store large data in a file or a shared database.")
-    }
-  }
-
-  fileprivate init(kind: Kind, bytes: Data) {
-    self.kind = kind
-    self.bytes = bytes
+    try self.init(encoding: value, with: JSONEncoder(), what: "The value for '\(key.name)' in '\(domain)'")
+    try checkSize(
+      SharedDefaults.maximumValueSize, what: "The value for '\(key.name)' in '\(domain)'",
+      advice: "Store large data in a file or a shared database.")
   }
 
   static func fetch(_ db: Database, domain: LiaisonName, key: LiaisonName, path: String) throws -> StoredValue? {
@@ -476,15 +451,6 @@ package struct StoredValue: Sendable {
     return try StoredValue(row: row, kindColumn: 0, valueColumn: 1, path: path)
   }
 
-  /// Reads a row without trusting it: a row that another program wrote (a kind Liaison does not
-  /// know, a value that is not bytes) is a corrupt-store error, never a crash.
-  package init(row: Row, kindColumn: Int, valueColumn: Int, path: String) throws(LiaisonError) {
-    guard let rawKind = Int.fromDatabaseValue(row[kindColumn] as DatabaseValue), let kind = Kind(rawValue: rawKind),
-      let bytes = Data.fromDatabaseValue(row[valueColumn] as DatabaseValue)
-    else { throw Self.foreignRow(path) }
-    self.init(kind: kind, bytes: bytes)
-  }
-
   /// Reads a row of `SELECT key, kind, value` as ``SharedDefaults/snapshot()`` lists it, without
   /// trusting it.
   package static func snapshotEntry(_ row: Row, path: String) throws(LiaisonError) -> (
@@ -492,14 +458,6 @@ package struct StoredValue: Sendable {
   ) {
     guard let key = String.fromDatabaseValue(row[0] as DatabaseValue) else { throw foreignRow(path) }
     return (key, try StoredValue(row: row, kindColumn: 1, valueColumn: 2, path: path).raw)
-  }
-
-  static func foreignRow(_ path: String) -> LiaisonError {
-    LiaisonError(
-      .corruptFile,
-      "A value in '\(path)' was not written by Liaison (its kind or bytes are not what Liaison stores). "
-        + "Remove the key, or restore the store from a copy.",
-      path: path)
   }
 
   package var raw: DefaultsRawValue { kind == .data ? .data(bytes) : .json(bytes) }
@@ -586,23 +544,8 @@ extension SharedDefaults {
 extension StoredValue {
   /// JSON text as given, checked to be JSON and against the size limit.
   fileprivate init(checkedJSON json: Data, key: LiaisonName, domain: LiaisonName) throws(LiaisonError) {
-    guard (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) != nil else {
-      throw LiaisonError(.invalidArgument, "The value for '\(key)' in '\(domain)' is not valid JSON.")
-    }
-    try self.init(json: json, key: key, domain: domain)
-  }
-}
-
-extension StoredValue {
-  /// JSON text as given, checked against the size limit.
-  init(json: Data, key: LiaisonName, domain: LiaisonName) throws(LiaisonError) {
-    guard json.count <= SharedDefaults.maximumValueSize else {
-      throw LiaisonError(
-        .tooLarge,
-        "The value for '\(key)' in '\(domain)' is \(json.count) bytes; a value may be at most "
-          + "\(SharedDefaults.maximumValueSize) bytes.")
-    }
-    self.init(kind: .json, bytes: json)
+    try self.init(json: json, what: "The value for '\(key)' in '\(domain)'")
+    try checkSize(SharedDefaults.maximumValueSize, what: "The value for '\(key)' in '\(domain)'", advice: "")
   }
 }
 

@@ -39,8 +39,6 @@ public final class Mailbox: Sendable {
   public let name: LiaisonName
   /// The name this handle's messages are sent under (the envelope's `sender`).
   public let sender: String
-  /// The limits this handle's sends are checked against.
-  public let limits: Limits
   let store: StoreDatabase
   let container: SharedContainer
   let signal: Signal
@@ -49,8 +47,9 @@ public final class Mailbox: Sendable {
   /// same id is still recognised: 7 days.
   public static let acknowledgedIDRetention: Duration = .seconds(7 * 24 * 3600)
 
-  /// The sizes a mailbox may reach, checked at each send against the limits of the sending
-  /// handle: they are the sender's, so give every sender of a mailbox the same ones.
+  /// The sizes a mailbox may reach. They are the mailbox's own, stored with it: every send, from
+  /// any process, is checked against the same limits, which ``setLimits(_:timeout:)`` changes
+  /// (the receiver's side usually sets them). Until then, the defaults hold.
   public struct Limits: Sendable, Hashable {
     /// The largest payload, in bytes of its stored form. Default 1 MiB.
     public var maximumMessageSize: Int
@@ -66,18 +65,14 @@ public final class Mailbox: Sendable {
     }
   }
 
-  init(name: LiaisonName, sender: String, limits: Limits, container: SharedContainer) throws(LiaisonError) {
+  init(name: LiaisonName, sender: String, container: SharedContainer) throws(LiaisonError) {
     guard !sender.isEmpty, sender.utf8.count <= 256 else {
       throw LiaisonError(
         .invalidArgument,
         "The sender name of mailbox '\(name)' must be 1 to 256 bytes long; it is \(sender.utf8.count).")
     }
-    guard limits.maximumMessageSize > 0, limits.maximumMessages > 0, limits.maximumBytes > 0 else {
-      throw LiaisonError(.invalidArgument, "The limits of mailbox '\(name)' must all be positive: \(limits).")
-    }
     self.name = name
     self.sender = sender
-    self.limits = limits
     self.container = container
     store = try StoreDatabase.shared(container, name: Self.storeName, migrator: Self.migrator)
     signal = try Signal(name: name, folder: try container.privateFolder("mailbox-signals"))
@@ -109,7 +104,7 @@ public final class Mailbox: Sendable {
   public func send<Payload: Encodable>(
     _ payload: Payload, id: String? = nil, timeout: Duration? = nil
   ) throws(LiaisonError) -> String {
-    try commit([OutgoingMessage(payload, id: id, mailbox: self, encoder: JSONEncoder())], timeout: timeout)[0]
+    try commit([OutgoingMessage(payload, id: id, mailbox: name, encoder: JSONEncoder())], timeout: timeout)[0]
   }
 
   /// Stores a message, like the blocking ``send(_:id:timeout:)``, but waits for other
@@ -121,7 +116,7 @@ public final class Mailbox: Sendable {
   public func send<Payload: Encodable>(
     _ payload: Payload, id: String? = nil, timeout: Duration? = nil
   ) async throws -> String {
-    try await commit([OutgoingMessage(payload, id: id, mailbox: self, encoder: JSONEncoder())], timeout: timeout)[0]
+    try await commit([OutgoingMessage(payload, id: id, mailbox: name, encoder: JSONEncoder())], timeout: timeout)[0]
   }
 
   /// Stores every payload, in order, in one transaction (all or none), and wakes the receiver
@@ -155,7 +150,7 @@ public final class Mailbox: Sendable {
   {
     var messages: [OutgoingMessage] = []
     let encoder = JSONEncoder()
-    for payload in payloads { messages.append(try OutgoingMessage(payload, id: nil, mailbox: self, encoder: encoder)) }
+    for payload in payloads { messages.append(try OutgoingMessage(payload, id: nil, mailbox: name, encoder: encoder)) }
     return messages
   }
 
@@ -178,10 +173,8 @@ public final class Mailbox: Sendable {
   }
 
   private func outgoing(json: Data, id: String?) throws(LiaisonError) -> OutgoingMessage {
-    guard (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) != nil else {
-      throw LiaisonError(.invalidArgument, "The message for mailbox '\(name)' is not valid JSON.")
-    }
-    return try OutgoingMessage(kind: .json, bytes: json, id: id, mailbox: self)
+    try OutgoingMessage(
+      StoredValue(json: json, what: "The message for mailbox '\(name)'"), id: id, mailbox: name)
   }
 
   /// Every send: the messages in one transaction, then one ring. Returns their ids.
@@ -212,10 +205,14 @@ public final class Mailbox: Sendable {
         INSERT INTO mailbox_message (mailbox, position, id, given_id, sender, sent_at, kind, payload)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?)
         """)
+    let limits = totals.limits
     for message in messages {
       if message.givenID, try Bool.fetchOne(known, arguments: [name.rawValue, message.id]) != nil { continue }
+      try message.value.checkSize(
+        limits.maximumMessageSize, what: "A message for mailbox '\(name)'",
+        advice: "Send large data as a file, and its name in the message.")
       totals.messages += 1
-      totals.bytes += message.bytes.count
+      totals.bytes += message.value.bytes.count
       guard totals.messages <= limits.maximumMessages, totals.bytes <= limits.maximumBytes else {
         throw LiaisonError(
           .tooLarge,
@@ -225,8 +222,8 @@ public final class Mailbox: Sendable {
       }
       totals.nextPosition += 1
       try insert.execute(arguments: [
-        name.rawValue, totals.nextPosition, message.id, message.givenID, sender, now, message.kind.rawValue,
-        message.bytes,
+        name.rawValue, totals.nextPosition, message.id, message.givenID, sender, now, message.value.kind.rawValue,
+        message.value.bytes,
       ])
     }
     try totals.save(db, mailbox: name)
@@ -235,6 +232,45 @@ public final class Mailbox: Sendable {
   /// Wakes the receiver. A failed ring only delays it until its next wake-up; the message is
   /// stored.
   func ring() { try? signal.post() }
+
+  // MARK: Limits
+
+  /// The mailbox's limits: the ones last set by ``setLimits(_:timeout:)`` from any process, or
+  /// the defaults.
+  public func limits() throws(LiaisonError) -> Limits {
+    try store.read { db in try MailboxTotals.fetch(db, mailbox: name).limits }
+  }
+
+  /// Sets the mailbox's limits, for every sender in every process from their next send on.
+  /// Messages already waiting stay, even over the new limits; further sends are refused until
+  /// the mailbox is back within them.
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidArgument`` when a limit is not positive;
+  ///   ``LiaisonError/Code/timedOut`` when another process holds the store longer than `timeout`.
+  @available(*, noasync, message: "Use `try await setLimits(_:timeout:)`, which does not block the pool.")
+  public func setLimits(_ limits: Limits, timeout: Duration? = nil) throws(LiaisonError) {
+    try check(limits)
+    try store.write(timeout: timeout) { db in try save(limits, db) }
+  }
+
+  /// Sets the mailbox's limits, waiting for other processes' writes of the store without
+  /// blocking the cooperative pool.
+  public func setLimits(_ limits: Limits, timeout: Duration? = nil) async throws {
+    try check(limits)
+    try await store.write(timeout: timeout) { db in try save(limits, db) }
+  }
+
+  private func check(_ limits: Limits) throws(LiaisonError) {
+    guard limits.maximumMessageSize > 0, limits.maximumMessages > 0, limits.maximumBytes > 0 else {
+      throw LiaisonError(.invalidArgument, "The limits of mailbox '\(name)' must all be positive: \(limits).")
+    }
+  }
+
+  private func save(_ limits: Limits, _ db: Database) throws {
+    var totals = try MailboxTotals.fetch(db, mailbox: name)
+    totals.limits = limits
+    try totals.saveWithLimits(db, mailbox: name)
+  }
 
   // MARK: Inspecting
 
@@ -246,7 +282,7 @@ public final class Mailbox: Sendable {
       try MessageRow.fetch(db, mailbox: name, after: 0, limit: limit, includingQuarantined: true, path: store.path)
         .map { row in
           MailboxEntry(
-            id: row.id, sentAt: row.sentAt, sender: row.sender, payload: row.payload?.raw ?? .data(Data()),
+            id: row.id, sentAt: row.sentAt, sender: row.sender, payload: row.payload?.payload ?? .data(Data()),
             quarantineReason: row.quarantineReason ?? row.damage)
         }
     }
@@ -365,6 +401,15 @@ public final class Mailbox: Sendable {
           ) WITHOUT ROWID;
           """)
     }
+    // The limits are the mailbox's own, in its totals row (NULL: the defaults).
+    migrator.registerMigration("mailbox v2: limits") { db in
+      try db.execute(
+        sql: """
+          ALTER TABLE mailbox_totals ADD COLUMN maximum_message_size INTEGER;
+          ALTER TABLE mailbox_totals ADD COLUMN maximum_messages INTEGER;
+          ALTER TABLE mailbox_totals ADD COLUMN maximum_bytes INTEGER;
+          """)
+    }
     return migrator
   }()
 }
@@ -375,33 +420,30 @@ extension SharedContainer {
   /// - Parameters:
   ///   - sender: the name this handle's messages carry as their sender; by default the
   ///     process's name.
-  ///   - limits: the sizes this handle's sends may make the mailbox reach.
   ///   - timeout: how long the first opening in this process waits at most while another process
   ///     writes or migrates the store; `nil` waits as long as it takes. The `async` twin waits
   ///     without blocking a thread of the cooperative pool.
   /// - Throws: ``LiaisonError/Code/invalidName`` when `name` breaks the naming rule;
   ///   ``LiaisonError/Code/corruptFile`` when the store is damaged; ``LiaisonError/Code/timedOut``
   ///   when another process holds the store longer than `timeout`.
-  @available(*, noasync, message: "Use `try await mailbox(_:sender:limits:timeout:)`, which does not block the pool.")
+  @available(*, noasync, message: "Use `try await mailbox(_:sender:timeout:)`, which does not block the pool.")
   public func mailbox(
-    _ name: String, sender: String = ProcessInfo.processInfo.processName, limits: Mailbox.Limits = .init(),
-    timeout: Duration? = nil
+    _ name: String, sender: String = ProcessInfo.processInfo.processName, timeout: Duration? = nil
   ) throws(LiaisonError) -> Mailbox {
     let name = try LiaisonName(name)
     // Opened (and registered in this process) first, so that the handle finds it open.
     _ = try StoreDatabase.shared(self, name: Mailbox.storeName, migrator: Mailbox.migrator, timeout: timeout)
-    return try Mailbox(name: name, sender: sender, limits: limits, container: self)
+    return try Mailbox(name: name, sender: sender, container: self)
   }
 
   /// The mailbox called `name`, waiting for another process's write or migration of the store
   /// without blocking a thread of the cooperative pool.
   public func mailbox(
-    _ name: String, sender: String = ProcessInfo.processInfo.processName, limits: Mailbox.Limits = .init(),
-    timeout: Duration? = nil
+    _ name: String, sender: String = ProcessInfo.processInfo.processName, timeout: Duration? = nil
   ) async throws -> Mailbox {
     let name = try LiaisonName(name)
     _ = try await StoreDatabase.shared(self, name: Mailbox.storeName, migrator: Mailbox.migrator, timeout: timeout)
-    return try Mailbox(name: name, sender: sender, limits: limits, container: self)
+    return try Mailbox(name: name, sender: sender, container: self)
   }
 
   /// Every mailbox that holds messages, by name: how many wait, how many are quarantined, and
@@ -441,32 +483,37 @@ public struct MailboxEntry: Sendable, Hashable {
   public let sentAt: Date
   public let sender: String
   /// The payload as stored: JSON, or the bytes of a `Data`.
-  public let payload: DefaultsRawValue
+  public let payload: MailboxPayload
   /// Why the receiver could not decode it; `nil` for a message waiting normally.
   public let quarantineReason: String?
 }
 
-/// A message about to be stored: its id and payload, checked and encoded.
+/// A message's payload in its stored form, for tools that do not know its type.
+public enum MailboxPayload: Sendable, Hashable {
+  /// JSON text: any `Codable` payload other than `Data`.
+  case json(Data)
+  /// Raw bytes: a `Data` payload.
+  case data(Data)
+}
+
+extension StoredValue {
+  /// The value as a mailbox payload.
+  package var payload: MailboxPayload { kind == .data ? .data(bytes) : .json(bytes) }
+}
+
+/// A message about to be stored: its id and its encoded payload. Its size is checked against the
+/// mailbox's limits in the sending transaction.
 struct OutgoingMessage {
   let id: String
   let givenID: Bool
-  let kind: StoredValue.Kind
-  let bytes: Data
+  let value: StoredValue
 
-  init<Payload: Encodable>(_ payload: Payload, id: String?, mailbox: Mailbox, encoder: JSONEncoder)
+  init<Payload: Encodable>(_ payload: Payload, id: String?, mailbox: LiaisonName, encoder: JSONEncoder)
     throws(LiaisonError)
   {
-    if let data = payload as? Data {
-      try self.init(kind: .data, bytes: data, id: id, mailbox: mailbox)
-    } else {
-      do {
-        try self.init(kind: .json, bytes: try encoder.encode(payload), id: id, mailbox: mailbox)
-      } catch let error as LiaisonError {
-        throw error
-      } catch {
-        throw LiaisonError(.invalidArgument, "A message for mailbox '\(mailbox.name)' cannot be encoded: \(error).")
-      }
-    }
+    try self.init(
+      StoredValue(encoding: payload, with: encoder, what: "A message for mailbox '\(mailbox)'"), id: id,
+      mailbox: mailbox)
   }
 
   /// 128 random bits as 32 hexadecimal digits (Foundation's `UUID()` opens `/dev/urandom` at each
@@ -479,24 +526,18 @@ struct OutgoingMessage {
     }.joined()
   }
 
-  init(kind: StoredValue.Kind, bytes: Data, id: String?, mailbox: Mailbox) throws(LiaisonError) {
+  init(_ value: StoredValue, id: String?, mailbox: LiaisonName) throws(LiaisonError) {
     if let id {
       guard !id.isEmpty, id.utf8.count <= 256 else {
         throw LiaisonError(
-          .invalidArgument,
-          "A message id for mailbox '\(mailbox.name)' must be 1 to 256 bytes long; it is \(id.utf8.count).")
+          .invalidArgument, "A message id for mailbox '\(mailbox)' must be 1 to 256 bytes long; it is \(id.utf8.count)."
+        )
       }
       (self.id, givenID) = (id, true)
     } else {
       (self.id, givenID) = (Self.uniqueID(), false)
     }
-    (self.kind, self.bytes) = (kind, bytes)
-    guard bytes.count <= mailbox.limits.maximumMessageSize else {
-      throw LiaisonError(
-        .tooLarge,
-        "A message for mailbox '\(mailbox.name)' is \(bytes.count) bytes; a message may be at most "
-          + "\(mailbox.limits.maximumMessageSize) bytes. Send large data as a file, and its name in the message.")
-    }
+    self.value = value
   }
 }
 
@@ -507,32 +548,65 @@ struct MailboxTotals {
   var messages = 0
   var bytes = 0
   var quarantined = 0
+  /// The mailbox's limits, stored in the same row (the defaults until set).
+  var limits = Mailbox.Limits()
 
   /// The totals as saved; counted from the messages when there are none yet (a new mailbox) or
   /// when another program left values Liaison never stores. (Taking those as 0 restarted the
   /// positions: every later send then failed on a position already taken.)
   static func fetch(_ db: Database, mailbox: LiaisonName) throws -> MailboxTotals {
     let statement = try db.cachedStatement(
-      sql: "SELECT next_position, messages, bytes, quarantined FROM mailbox_totals WHERE mailbox = ?")
-    if let row = try Row.fetchOne(statement, arguments: [mailbox.rawValue]),
-      let nextPosition = Int64.fromDatabaseValue(row[0] as DatabaseValue),
+      sql: """
+        SELECT next_position, messages, bytes, quarantined, maximum_message_size, maximum_messages, maximum_bytes
+        FROM mailbox_totals WHERE mailbox = ?
+        """)
+    let row = try Row.fetchOne(statement, arguments: [mailbox.rawValue])
+    let limits = row.map(Self.limits) ?? Mailbox.Limits()
+    if let row, let nextPosition = Int64.fromDatabaseValue(row[0] as DatabaseValue),
       let messages = Int.fromDatabaseValue(row[1] as DatabaseValue),
       let bytes = Int.fromDatabaseValue(row[2] as DatabaseValue),
       let quarantined = Int.fromDatabaseValue(row[3] as DatabaseValue)
     {
-      return MailboxTotals(nextPosition: nextPosition, messages: messages, bytes: bytes, quarantined: quarantined)
+      return MailboxTotals(
+        nextPosition: nextPosition, messages: messages, bytes: bytes, quarantined: quarantined, limits: limits)
     }
     let counted = try db.cachedStatement(
       sql: """
         SELECT max(position), count(*), total(length(payload)), count(quarantine_reason)
         FROM mailbox_message WHERE mailbox = ?
         """)
-    guard let row = try Row.fetchOne(counted, arguments: [mailbox.rawValue]) else { return MailboxTotals() }
+    guard let counts = try Row.fetchOne(counted, arguments: [mailbox.rawValue]) else {
+      return MailboxTotals(limits: limits)
+    }
     return MailboxTotals(
-      nextPosition: Int64.fromDatabaseValue(row[0] as DatabaseValue) ?? 0,
-      messages: Int.fromDatabaseValue(row[1] as DatabaseValue) ?? 0,
-      bytes: Int(Double.fromDatabaseValue(row[2] as DatabaseValue) ?? 0),
-      quarantined: Int.fromDatabaseValue(row[3] as DatabaseValue) ?? 0)
+      nextPosition: Int64.fromDatabaseValue(counts[0] as DatabaseValue) ?? 0,
+      messages: Int.fromDatabaseValue(counts[1] as DatabaseValue) ?? 0,
+      bytes: Int(Double.fromDatabaseValue(counts[2] as DatabaseValue) ?? 0),
+      quarantined: Int.fromDatabaseValue(counts[3] as DatabaseValue) ?? 0, limits: limits)
+  }
+
+  /// The limits in columns 4-6 of a totals row; the default for one that is unset (`NULL`) or that
+  /// another program left at what Liaison never stores (not a positive whole number).
+  private static func limits(_ row: Row) -> Mailbox.Limits {
+    func limit(_ column: Int, _ fallback: Int) -> Int {
+      guard let value = Int.fromDatabaseValue(row[column] as DatabaseValue), value > 0 else { return fallback }
+      return value
+    }
+    let defaults = Mailbox.Limits()
+    return Mailbox.Limits(
+      maximumMessageSize: limit(4, defaults.maximumMessageSize), maximumMessages: limit(5, defaults.maximumMessages),
+      maximumBytes: limit(6, defaults.maximumBytes))
+  }
+
+  /// Saves the totals and the limits.
+  func saveWithLimits(_ db: Database, mailbox: LiaisonName) throws {
+    try save(db, mailbox: mailbox)
+    try db.execute(
+      sql: """
+        UPDATE mailbox_totals SET maximum_message_size = ?, maximum_messages = ?, maximum_bytes = ?
+        WHERE mailbox = ?
+        """,
+      arguments: [limits.maximumMessageSize, limits.maximumMessages, limits.maximumBytes, mailbox.rawValue])
   }
 
   func save(_ db: Database, mailbox: LiaisonName) throws {

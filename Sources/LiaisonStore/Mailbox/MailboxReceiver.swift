@@ -133,14 +133,14 @@ public final class MailboxReceiver: Sendable {
 
   /// The messages in their stored form, which never needs quarantine: for tools that do not know
   /// the payload type (the `liaison receive` command).
-  package func receiveAvailableStored(limit: Int) throws(LiaisonError) -> [MailboxEnvelope<DefaultsRawValue>] {
-    try deliver(limit: limit, readAhead: limit) { .success($0.raw) }.envelopes
+  package func receiveAvailableStored(limit: Int) throws(LiaisonError) -> [MailboxEnvelope<MailboxPayload>] {
+    try deliver(limit: limit, readAhead: limit) { .success($0.payload) }.envelopes
   }
 
   /// ``receiveAvailableStored(limit:)``, waiting until there is at least one message.
-  package func receiveStored(limit: Int) async throws -> [MailboxEnvelope<DefaultsRawValue>] {
+  package func receiveStored(limit: Int) async throws -> [MailboxEnvelope<MailboxPayload>] {
     try await waitForMessages { () throws(LiaisonError) in
-      try deliver(limit: limit, readAhead: limit) { .success($0.raw) }
+      try deliver(limit: limit, readAhead: limit) { .success($0.payload) }
     }
   }
 
@@ -319,8 +319,7 @@ public final class MailboxReceiver: Sendable {
           WHERE mailbox = ? AND position BETWEEN ? AND ? AND quarantine_reason IS NULL
           RETURNING given_id, id, length(payload), position
           """)
-      let remember = try db.cachedStatement(
-        sql: "INSERT OR REPLACE INTO mailbox_acknowledged (mailbox, id, acknowledged_at) VALUES (?, ?, ?)")
+      let remember = try Self.rememberAcknowledged(db)
       for run in runs {
         let removed = try Row.fetchAll(remove, arguments: [name.rawValue, run.lowerBound, run.upperBound])
         for row in removed {
@@ -431,8 +430,7 @@ public final class MailboxReceiver: Sendable {
         RETURNING given_id, id, length(payload)
         """,
       arguments: [name.rawValue])
-    let remember = try db.cachedStatement(
-      sql: "INSERT OR REPLACE INTO mailbox_acknowledged (mailbox, id, acknowledged_at) VALUES (?, ?, ?)")
+    let remember = try Self.rememberAcknowledged(db)
     for row in removed where Bool.fromDatabaseValue(row[0] as DatabaseValue) == true {
       try remember.execute(arguments: [name.rawValue, row[1] as DatabaseValue, now])
     }
@@ -523,6 +521,16 @@ public struct MailboxMessages<Payload: Decodable & Sendable>: AsyncSequence, Sen
         return nil
       }
     }
+  }
+}
+
+extension MailboxReceiver {
+  /// The statement that remembers an acknowledged (or removed) message's given id for
+  /// ``Mailbox/acknowledgedIDRetention``, so that a retried send of it stores nothing: arguments
+  /// mailbox, id, time.
+  static func rememberAcknowledged(_ db: Database) throws -> Statement {
+    try db.cachedStatement(
+      sql: "INSERT OR REPLACE INTO mailbox_acknowledged (mailbox, id, acknowledged_at) VALUES (?, ?, ?)")
   }
 }
 

@@ -1,0 +1,74 @@
+import Foundation
+import GRDB
+import Liaison
+
+/// A value in the form the store keeps it, for shared defaults and mailbox messages alike: JSON
+/// text for any `Encodable` value, or the bytes themselves for a `Data`.
+///
+/// Reading rows and decoding values are `package` so that the fuzzer (`LiaisonFuzz`) reaches them.
+package struct StoredValue: Sendable {
+  enum Kind: Int {
+    case json = 0
+    case data = 1
+  }
+  let kind: Kind
+  let bytes: Data
+
+  init(kind: Kind, bytes: Data) {
+    self.kind = kind
+    self.bytes = bytes
+  }
+
+  /// `value` encoded: a `Data` as its bytes, anything else as JSON.
+  ///
+  /// - Parameter what: how a message names the value ("The value for 'theme' in 'settings'").
+  /// - Throws: ``LiaisonError/Code/invalidArgument`` when the encoder fails.
+  init(encoding value: some Encodable, with encoder: JSONEncoder, what: String) throws(LiaisonError) {
+    if let data = value as? Data {
+      self.init(kind: .data, bytes: data)
+      return
+    }
+    do {
+      self.init(kind: .json, bytes: try encoder.encode(value))
+    } catch {
+      throw LiaisonError(.invalidArgument, "\(what) cannot be encoded: \(error).")
+    }
+  }
+
+  /// JSON text as given, for tools that do not know the type (`liaison defaults write`, `liaison
+  /// send`).
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidArgument`` when `json` is not JSON.
+  init(json: Data, what: String) throws(LiaisonError) {
+    guard (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) != nil else {
+      throw LiaisonError(.invalidArgument, "\(what) is not valid JSON.")
+    }
+    self.init(kind: .json, bytes: json)
+  }
+
+  /// Throws ``LiaisonError/Code/tooLarge`` when the stored form is over `maximum` bytes.
+  func checkSize(_ maximum: Int, what: String, advice: String) throws(LiaisonError) {
+    guard bytes.count <= maximum else {
+      throw LiaisonError(
+        .tooLarge,
+        "\(what) is \(bytes.count) bytes; it may be at most \(maximum) bytes." + (advice.isEmpty ? "" : " " + advice))
+    }
+  }
+
+  /// Reads a row without trusting it: a row that another program wrote (a kind Liaison does not
+  /// know, a value that is not bytes) is a corrupt-store error, never a crash.
+  package init(row: Row, kindColumn: Int, valueColumn: Int, path: String) throws(LiaisonError) {
+    guard let rawKind = Int.fromDatabaseValue(row[kindColumn] as DatabaseValue), let kind = Kind(rawValue: rawKind),
+      let bytes = Data.fromDatabaseValue(row[valueColumn] as DatabaseValue)
+    else { throw Self.foreignRow(path) }
+    self.init(kind: kind, bytes: bytes)
+  }
+
+  static func foreignRow(_ path: String) -> LiaisonError {
+    LiaisonError(
+      .corruptFile,
+      "A value in '\(path)' was not written by Liaison (its kind or bytes are not what Liaison stores). "
+        + "Remove the key, or restore the store from a copy.",
+      path: path)
+  }
+}
