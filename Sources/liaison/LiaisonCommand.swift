@@ -121,7 +121,7 @@ struct CLIError: Error, CustomStringConvertible {
   init(_ error: LiaisonError) {
     message = error.message
     switch error.code {
-    case .timedOut, .alreadyClaimed: status = ExitStatus.busy
+    case .timedOut, .alreadyClaimed, .claimInProgress: status = ExitStatus.busy
     case .invalidName, .invalidArgument: status = ExitStatus.usage
     default: status = ExitStatus.failure
     }

@@ -53,8 +53,22 @@ struct PresenceReport: Encodable {
 
   init(_ presence: Presence) throws {
     name = presence.name.rawValue
-    let holder = try presence.holder
-    self.holder = holder.map(HolderReport.init)
-    active = holder != nil
+    var found: PresenceHolder?
+    var claimInProgress = false
+    do throws(LiaisonError) {
+      found = try presence.holder
+    } catch {
+      // Claimed a moment ago: active, its holder not written yet.
+      guard error.code == .claimInProgress else { throw error }
+      claimInProgress = true
+    }
+    holder = found.map(HolderReport.init)
+    active = found != nil || claimInProgress
+  }
+
+  /// `active: HOLDER`, `active: claim in progress` or `inactive`.
+  var text: String {
+    guard active else { return "inactive" }
+    return "active: " + (holder?.text ?? "claim in progress (its holder is not recorded yet)")
   }
 }

@@ -39,7 +39,7 @@ struct PresenceCommand: AsyncParsableCommand {
         let claim: PresenceClaim
         do {
           claim = try presence.claim(info: info)
-        } catch let error as LiaisonError where error.code == .alreadyClaimed {
+        } catch let error as LiaisonError where error.code == .alreadyClaimed || error.code == .claimInProgress {
           let holder = (try? presence.holder)?.map { HolderReport($0).text } ?? "another process"
           throw CLIError(
             "The presence '\(name)' is already claimed (\(holder)). Try again once it is released; "
@@ -68,7 +68,7 @@ struct PresenceCommand: AsyncParsableCommand {
       if json {
         try printJSON(report)
       } else {
-        print(report.holder.map { "active: \($0.text)" } ?? "inactive")
+        print(report.text)
       }
       if !report.active { throw ExitCode(1) }
     }
@@ -85,7 +85,7 @@ struct PresenceCommand: AsyncParsableCommand {
       if json { return try printJSON(reports) }
       if reports.isEmpty { print("no presences") }
       for report in reports {
-        print("\(report.name)\t\(report.holder.map { "active: \($0.text)" } ?? "inactive")")
+        print("\(report.name)\t\(report.text)")
       }
     }
   }

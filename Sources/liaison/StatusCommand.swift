@@ -128,7 +128,7 @@ struct StatusCommand: AsyncParsableCommand {
     print("Container \(report.container)")
     print("Presences:" + (report.presences.isEmpty ? " none" : ""))
     for presence in report.presences {
-      print("  \(presence.name)\t\(presence.holder.map { "active: \($0.text)" } ?? "inactive")")
+      print("  \(presence.name)\t\(presence.text)")
     }
     print("Locks:" + (report.locks.isEmpty ? " none" : ""))
     for lock in report.locks {

@@ -3,6 +3,12 @@ import GRDB
 import LiaisonTestSupport
 import Testing
 
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
 /// What a new user of `liaison` meets at the edges: values written by other programs, damaged
 /// files, reading commands that must create nothing, the container option anywhere, standard
 /// input.
@@ -160,5 +166,22 @@ struct CommandLineEdgeTests {
     let taken = try liaison(["receive", "inbox"])
     #expect(taken.status == 75)
     #expect(!taken.errors.contains("MailboxReceiver"), "\(taken.errors)")
+  }
+
+  @Test func aClaimInProgressIsActiveAndBusyNotAFailure() throws {
+    // A claimant that has its lock but has not written its record yet: this process holds the
+    // presence file's lock with no record in it.
+    #expect(try liaison(["presence", "claim", "recorder", "--", "true"]).status == 0)  // the file exists
+    let fd = open(directory.path + "/.liaison/presence/recorder", O_RDWR | O_CLOEXEC)
+    try #require(fd >= 0)
+    defer { close(fd) }
+    try #require(flock(fd, LOCK_EX | LOCK_NB) == 0)
+    let check = try liaison(["presence", "check", "recorder"])
+    #expect(check.status == 0 && check.output == "active: claim in progress (its holder is not recorded yet)\n")
+    let json = try liaison(["presence", "check", "recorder", "--json"])
+    expectJSONLines(json.output, "presence check --json")
+    #expect(json.output.contains("\"active\":true"))
+    #expect(try liaison(["presence", "claim", "recorder", "--", "true"]).status == 75)
+    #expect(try liaison(["status"]).status == 0)
   }
 }
