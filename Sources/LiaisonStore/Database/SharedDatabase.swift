@@ -62,6 +62,11 @@ public final class SharedDatabase: Sendable {
   private let doorbell: CommitDoorbell
   private let commitRinger: CommitRinger
   private let lifecycle: DatabaseLifecycle
+  /// Cleared when this value is released, so that a relay being retried stops (and lets the pool
+  /// go) instead of retrying for the life of the process.
+  private let isOpen = Locked(true)
+
+  deinit { isOpen.withLock { $0 = false } }
 
   /// Opens the database `name`, holding `held`, its opening lock (see ``openingLock(_:in:)``).
   init(
@@ -89,7 +94,9 @@ public final class SharedDatabase: Sendable {
     // Another process committed: wake this process's busy waiters, and refresh its observations.
     // Own commits need neither (observations see them already), so they are ignored.
     let refreshQueue = DispatchQueue(label: "Liaison.SharedDatabase.\(name)")
+    let isOpen = isOpen
     @Sendable func relay(onlyIfChanged: Bool, attempt: Int) {
+      guard isOpen.withLock({ $0 }) else { return }
       do {
         // Observers fetch when a transaction commits, so the change is notified inside one: an
         // empty deferred transaction, which takes no SQLite lock. It runs on GRDB's writer queue,

@@ -134,17 +134,9 @@ public final class SharedDefaults: Sendable {
   /// - Throws: ``LiaisonError/Code/corruptFile`` when a row was not written by Liaison (another
   ///   program wrote the database).
   public func snapshot() throws(LiaisonError) -> [String: DefaultsRawValue] {
-    let path = store.path
-    return try store.read { db in
-      var snapshot: [String: DefaultsRawValue] = [:]
-      let rows = try Row.fetchAll(
-        db, sql: "SELECT key, kind, value FROM defaults_entry WHERE domain = ?", arguments: [domain.rawValue])
-      for row in rows {
-        let entry = try StoredValue.snapshotEntry(row, path: path)
-        snapshot[entry.key] = entry.value
-      }
-      return snapshot
-    }
+    var snapshot: [String: DefaultsRawValue] = [:]
+    for (key, value) in try rowsReadOneByOne() { snapshot[key] = try value.get() }
+    return snapshot
   }
 
   /// Every value of the domain by key, each row read on its own, so that a row another program
@@ -156,11 +148,12 @@ public final class SharedDefaults: Sendable {
       let rows = try Row.fetchAll(
         db, sql: "SELECT key, kind, value FROM defaults_entry WHERE domain = ?", arguments: [domain.rawValue])
       return rows.map { row in
-        let key = String.fromDatabaseValue(row[0] as DatabaseValue) ?? "\(row[0] as DatabaseValue)"
         do throws(LiaisonError) {
-          return (key, .success(try StoredValue(row: row, kindColumn: 1, valueColumn: 2, path: path).raw))
+          let entry = try StoredValue.snapshotEntry(row, path: path)
+          return (entry.key, .success(entry.value))
         } catch {
-          return (key, .failure(error))
+          let key = row[0] as DatabaseValue
+          return (String.fromDatabaseValue(key) ?? "\(key)", .failure(error))
         }
       }
     }

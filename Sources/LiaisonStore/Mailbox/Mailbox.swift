@@ -96,7 +96,7 @@ public final class Mailbox: Sendable {
   ///     new unique id.
   /// - Returns: the message's id.
   /// - Throws: ``LiaisonError/Code/tooLarge`` when the payload or the mailbox would exceed the
-  ///   ``limits``; ``LiaisonError/Code/invalidArgument`` for an empty or too long id, or a value
+  ///   mailbox's ``limits()``; ``LiaisonError/Code/invalidArgument`` for an empty or too long id, or a value
   ///   that cannot be encoded; ``LiaisonError/Code/timedOut`` when another process's write of
   ///   the store lasts longer than `timeout` (`nil` waits as long as it takes).
   @available(*, noasync, message: "Use `try await send(_:id:timeout:)`, which does not block the cooperative pool.")

@@ -110,7 +110,8 @@ public final class MailboxReceiver: Sendable {
   /// Messages that cannot be decoded as `Payload` are quarantined on the way and not returned.
   ///
   /// - Throws: ``LiaisonError/Code/closed`` when the receiver was closed;
-  ///   ``LiaisonError/Code/suspended`` when it was ended by a suspension of the container; ``LiaisonError/Code/corruptFile`` when the store is damaged.
+  ///   ``LiaisonError/Code/suspended`` when it was ended by a suspension of the container;
+  ///   ``LiaisonError/Code/corruptFile`` when the store is damaged.
   public func receiveAvailable<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64
   ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {

@@ -60,7 +60,7 @@ final class StoreDatabase: Sendable {
     } catch let error where error.code == .timedOut {
       throw openingTimedOut(folder.path(of: name + ".sqlite"), timeout)
     }
-    return try register(container, folder: folder, name: name, migrator: migrator, holding: held)
+    return try register(container, folder: folder, name: name, migrator: migrator, lock: lock, holding: held)
   }
 
   /// The database `name` of `container`, waiting for the store's lock without blocking a thread
@@ -76,7 +76,7 @@ final class StoreDatabase: Sendable {
     } catch let error as LiaisonError where error.code == .timedOut {
       throw openingTimedOut(folder.path(of: name + ".sqlite"), timeout)
     }
-    return try register(container, folder: folder, name: name, migrator: migrator, holding: held)
+    return try register(container, folder: folder, name: name, migrator: migrator, lock: lock, holding: held)
   }
 
   private static func opening(
@@ -98,7 +98,7 @@ final class StoreDatabase: Sendable {
   /// opened it meanwhile.
   private static func register(
     _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator,
-    holding held: LockGuard
+    lock writeLock: ProcessLock, holding held: LockGuard
   ) throws(LiaisonError) -> StoreDatabase {
     try registry.withLock { registry throws(LiaisonError) in
       let key = folder.identity + "/" + name
@@ -106,7 +106,8 @@ final class StoreDatabase: Sendable {
         held.unlock()
         return open
       }
-      let database = try open(container, folder: folder, name: name, migrator: migrator, holding: held)
+      let database = try open(
+        container, folder: folder, name: name, migrator: migrator, writeLock: writeLock, holding: held)
       registry[key] = database
       return database
     }
@@ -133,7 +134,7 @@ final class StoreDatabase: Sendable {
 
   private static func open(
     _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator,
-    holding held: LockGuard
+    writeLock: ProcessLock, holding held: LockGuard
   ) throws(LiaisonError) -> StoreDatabase {
     let path = folder.path(of: name + ".sqlite")
     let suspension = StoreSuspension(path: path)
@@ -156,7 +157,6 @@ final class StoreDatabase: Sendable {
     // An app that posts GRDB's `Database.suspendNotification` itself, as GRDB documents for iOS,
     // suspends the store's databases too. `SharedContainer.suspend()` does more (StoreSuspension).
     configuration.observesSuspensionNotifications = true
-    let writeLock = ProcessLock(name: try LiaisonName(name + ".write"), folder: folder, container: container)
     let (pool, _) = try SharedPool.open(
       name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, holding: held)
     return StoreDatabase(
