@@ -38,15 +38,15 @@ struct MailboxRecoveryTests {
 extension MailboxRecoveryTests {
   /// The app update: an old receiver (another process) quarantines the messages it cannot read;
   /// the new version puts them back, chosen ones first, then all, and receives them.
-  @Test func quarantinedMessagesGoBackInTheQueueForAReceiverThatCanReadThem() throws {
+  @Test func quarantinedMessagesGoBackInTheQueueForAReceiverThatCanReadThem() async throws {
     let log = directory.path + "/received"
-    let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox", sender: "app")
-    try mailbox.send("first", id: "first")
-    try mailbox.send("second", id: "second")
-    try mailbox.send(Marker(sender: "test", n: 1))  // the one the old version can read
+    let mailbox = try await SharedContainer(directory: directory.path).mailbox("inbox", sender: "app")
+    try await mailbox.send("first", id: "first")
+    try await mailbox.send("second", id: "second")
+    try await mailbox.send(Marker(sender: "test", n: 1))  // the one the old version can read
     let old = try Peer(container: directory.path)
     try old.send("mreceive inbox \(log) 8")
-    try waitUntil("the old receiver handled the marker") {
+    try await waitUntilOffThePool("the old receiver handled the marker") {
       (try? String(contentsOfFile: log, encoding: .utf8))?.contains("test 1\nacked") == true
     }
     old.kill()
@@ -54,22 +54,22 @@ extension MailboxRecoveryTests {
     #expect(try mailbox.count() == 0)
 
     // A later message, then the new version's requeue: requeued ones go after it.
-    try mailbox.send("third", id: "third")
-    #expect(try mailbox.requeueQuarantined(ids: ["second", "nonexistent"]) == 1)
+    try await mailbox.send("third", id: "third")
+    #expect(try await mailbox.requeueQuarantined(ids: ["second", "nonexistent"]) == 1)
     let receiver = try mailbox.receiver()
     let firstLook = try receiver.receiveAvailable(String.self)
     #expect(firstLook.map(\.payload) == ["third", "second"])
     #expect(firstLook.last?.sender == "app")
-    try receiver.acknowledge(firstLook)
+    try await receiver.acknowledge(firstLook)
     #expect(try mailbox.peek().map(\.id) == ["first"])
 
     // A running receiver is woken by a requeue from another process.
     let requeuer = try Peer(container: directory.path)
     let waiting = Task { try await receiver.receive(String.self) }
     #expect(try requeuer.send("mrequeue inbox") == "1")
-    let woken = try waitForValue(waiting)
+    let woken = try await waiting.value
     #expect(woken.map(\.payload) == ["first"])
-    try receiver.acknowledge(woken)
+    try await receiver.acknowledge(woken)
     #expect(try mailbox.peek().isEmpty)
     #expect(try SharedContainer(directory: directory.path).mailboxes().isEmpty)
   }
@@ -107,13 +107,3 @@ private struct Marker: Codable, Sendable {
   let n: Int
 }
 
-/// The value of `task`, waited for on this thread (a failure guard of 60 s).
-private func waitForValue<T: Sendable>(_ task: Task<T, any Error>) throws -> T {
-  let result = Locked<Result<T, any Error>?>(nil)
-  Task {
-    let value = await task.result
-    result.withLock { $0 = value }
-  }
-  try waitUntil("the task ended") { result.withLock { $0 != nil } }
-  return try result.withLock { $0! }.get()
-}
