@@ -106,4 +106,3 @@ private struct Marker: Codable, Sendable {
   let sender: String
   let n: Int
 }
-
