@@ -71,9 +71,21 @@ struct StoreWaitTests {
     }
     let peer = try Peer(container: directory.path)
     try peer.send("holdlock store mailboxes.write")
-    let receiving = receivers.map { receiver in Task.detached { try await receiver.receive(Int.self, limit: 1) } }
+    // A receive that ends before the peer lets go failed: the wait below reports its error.
+    let failures = Locked<[String]>([])
+    let receiving = receivers.map { receiver in
+      Task.detached {
+        do {
+          return try await receiver.receive(Int.self, limit: 1)
+        } catch {
+          failures.withLock { $0.append("\(error)") }
+          throw error
+        }
+      }
+    }
     try await waitUntilOffThePool("every receive waits on a thread of its own") {
-      threadsNamed("liaison-wait") >= count
+      if let failure = failures.withLock({ $0.first }) { throw ReceiveFailed(description: failure) }
+      return threadsNamed("liaison-wait") >= count
     }
     try peer.send("unlock store/mailboxes.write")
     for (index, task) in receiving.enumerated() {
@@ -162,4 +174,9 @@ struct StoreWaitTests {
     let error = #expect(throws: LiaisonError.self) { _ = try container.mailbox("inbox", timeout: .milliseconds(50)) }
     #expect(error?.code == .timedOut)
   }
+}
+
+/// A receive that ended while it should have been waiting, with its error.
+private struct ReceiveFailed: Error, CustomStringConvertible {
+  let description: String
 }
