@@ -11,13 +11,21 @@ let package = Package(
   products: [
     .library(name: "Liaison", targets: ["Liaison"]),
     .library(name: "LiaisonStore", targets: ["LiaisonStore"]),
+    .library(name: "LiaisonPostgres", targets: ["LiaisonPostgres"]),
     .executable(name: "liaison", targets: ["liaison"]),
     .executable(name: "liaison-bench", targets: ["liaison-bench"]),
+  ],
+  traits: [
+    .trait(
+      name: "Postgres",
+      description: "Builds LiaisonPostgres on postgres-nio: locks, presences and signals shared through PostgreSQL."
+    )
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
   ],
   targets: [
     // Linux calls Swift cannot reach directly (variadic syscall, eventfd).
@@ -32,6 +40,16 @@ let package = Package(
     .target(
       name: "LiaisonStore",
       dependencies: ["Liaison", "CLiaison", .product(name: "GRDB", package: "GRDB.swift")],
+      swiftSettings: strictSettings
+    ),
+    // The same parts across machines, on PostgreSQL. Empty unless the package trait `Postgres`
+    // is enabled, so that apps that do not use it never build postgres-nio and swift-nio.
+    .target(
+      name: "LiaisonPostgres",
+      dependencies: [
+        "Liaison",
+        .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
+      ],
       swiftSettings: strictSettings
     ),
     // What the `liaison` command parses from its arguments, kept out of the executable so that

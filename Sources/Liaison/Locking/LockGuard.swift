@@ -8,16 +8,23 @@
 /// }
 /// ```
 public final class LockGuard: Sendable {
+  private struct State: Sendable {
+    /// The descriptor holding the lock, or `nil` once released.
+    var descriptor: CInt?
+    /// This grant's fencing token, once read.
+    var fencingToken: UInt64?
+    var end = LossState()
+  }
+
   /// The mode the lock is held in.
   public let mode: LockMode
   private let lock: ProcessLock
-  /// The descriptor holding the lock, or `nil` once released.
-  private let descriptor: Locked<CInt?>
+  private let state: Locked<State>
 
   init(lock: ProcessLock, fd: CInt, mode: LockMode) {
     self.lock = lock
     self.mode = mode
-    self.descriptor = Locked(fd)
+    self.state = Locked(State(descriptor: fd))
   }
 
   deinit { unlock() }
@@ -27,14 +34,69 @@ public final class LockGuard: Sendable {
 
   /// Whether the lock is still held: `false` after ``unlock()``, and after
   /// ``SharedContainer/suspend()`` gave it up.
-  public var isHeld: Bool { descriptor.withLock { $0 != nil } }
+  public var isHeld: Bool { state.withLock { $0.descriptor != nil } }
+
+  /// Why the lock was lost, once it was: ``SharedContainer/suspend()`` gave it up (code
+  /// ``LiaisonError/Code/lost``). `nil` while held and after ``unlock()``. A local lock is lost in
+  /// no other way: the kernel keeps it for as long as this process lives.
+  public var loss: LiaisonError? { state.withLock { $0.end.loss } }
+
+  /// Waits until the lock is lost, and returns why (see ``loss``); returns `nil` once it is
+  /// unlocked instead, or when the task is cancelled.
+  public func waitForLoss() async -> LiaisonError? {
+    await state.waitForLoss(\.end)
+  }
 
   /// Releases the lock. Calling it again does nothing.
   public func unlock() {
-    guard let fd = descriptor.withLock({ $0.take() }) else { return }
+    release(lost: nil)
+  }
+
+  private func release(lost loss: LiaisonError?) {
+    let (fd, waiters) = state.withLock { state in (state.descriptor.take(), state.end.end(loss)) }
+    waiters.resumeAll(loss)
+    guard let fd else { return }
     Syscall.unlock(fd)
     lock.returnDescriptor(fd)
     lock.container.lifecycle.leave(self)
+  }
+
+  /// This grant's **fencing token**: a number larger than every token an earlier holder of this
+  /// lock read, so that a resource that remembers the largest token it has seen can refuse a
+  /// holder whose lock ended without its knowing (a process paused by a debugger or `SIGSTOP`
+  /// past a `suspend()`, or on PostgreSQL, past the end of its connection).
+  ///
+  /// It costs nothing until it is read: the first read adds one to the counter kept in the
+  /// lock's file, under the lock; later reads return the same number. Tokens are 1, 2, 3, … per
+  /// lock name, for as long as the lock's file exists.
+  ///
+  /// ```swift
+  /// let held = try await lock.lock()
+  /// let token = try held.fencingToken()
+  /// // UPDATE report SET body = ?, token = ? WHERE id = ? AND token <= ?
+  /// ```
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidArgument`` for a shared lock (several holders at once
+  ///   have no order); ``LiaisonError/Code/lost`` once the lock is no longer held;
+  ///   ``LiaisonError/Code/corruptFile`` when the lock's file holds something other than a
+  ///   token (remove the file while nobody uses the lock).
+  public func fencingToken() throws(LiaisonError) -> UInt64 {
+    guard mode == .exclusive else {
+      throw LiaisonError(
+        .invalidArgument,
+        "The lock '\(name)' is held shared: only an exclusive lock has a fencing token. Take it exclusive to "
+          + "guard a write with a token.")
+    }
+    return try state.withLock { state throws(LiaisonError) -> UInt64 in
+      if let token = state.fencingToken { return token }
+      guard let fd = state.descriptor else {
+        throw state.end.loss
+          ?? LiaisonError(.lost, "The lock '\(name)' was unlocked: a fencing token is read while the lock is held.")
+      }
+      let token = try FencingCounter.next(fd, path: lock.path)
+      state.fencingToken = token
+      return token
+    }
   }
 }
 
@@ -43,7 +105,7 @@ extension LockGuard {
   /// holds it stays open across the exec, so the lock lasts until that program, and every process
   /// it passes the descriptor on to, has ended. The `liaison lock` command runs its command so.
   package func passToExecutedProgram() throws(LiaisonError) {
-    guard let fd = descriptor.withLock({ $0 }) else { return }
+    guard let fd = state.withLock({ $0.descriptor }) else { return }
     if case .failure(let error) = Syscall.keepOpenAcrossExec(fd) {
       throw LiaisonError.system(error, "keep open", path: lock.path)
     }
@@ -51,6 +113,44 @@ extension LockGuard {
 }
 
 extension LockGuard: SuspensionParticipant {
-  func suspend() { unlock() }
+  func suspend() {
+    release(
+      lost: LiaisonError(
+        .lost, "The lock '\(name)' was given up by SharedContainer.suspend(); take it again after resume()."))
+  }
   func resume() throws(LiaisonError) {}
+}
+
+/// The fencing-token counter kept in a lock's file: the last token given, as decimal digits and a
+/// newline. An empty file (every lock's file until a token is first read) counts as 0.
+enum FencingCounter {
+  static let maximumLength = 21
+
+  /// Adds one to the counter in `fd` (whose lock the caller holds) and returns the new value.
+  static func next(_ fd: CInt, path: String) throws(LiaisonError) -> UInt64 {
+    let bytes: [UInt8]
+    switch Syscall.read(fd, count: maximumLength + 1) {
+    case .success(let read): bytes = read
+    case .failure(let error): throw LiaisonError.system(error, "read", path: path)
+    }
+    let last: UInt64
+    if bytes.isEmpty {
+      last = 0
+    } else if bytes.count <= maximumLength, bytes.last == UInt8(ascii: "\n"),
+      let value = UInt64(String(decoding: bytes.dropLast(), as: UTF8.self)), value < UInt64.max
+    {
+      last = value
+    } else {
+      throw LiaisonError(
+        .corruptFile,
+        "The lock file '\(path)' holds something other than a fencing-token counter, so no token larger than every "
+          + "earlier one can be given. Remove the file while no process uses the lock (tokens then start again at 1, "
+          + "so reset what checks them too).", path: path)
+    }
+    let token = last + 1
+    if case .failure(let error) = Syscall.write(fd, Array("\(token)\n".utf8), at: 0) {
+      throw LiaisonError.system(error, "write", path: path)
+    }
+    return token
+  }
 }

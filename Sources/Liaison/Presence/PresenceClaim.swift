@@ -12,6 +12,7 @@ public final class PresenceClaim: Sendable {
     var descriptor: CInt?
     var held = false
     var released = false
+    var end = LossState()
   }
 
   /// The presence claimed.
@@ -32,10 +33,21 @@ public final class PresenceClaim: Sendable {
   /// and when ``SharedContainer/resume()`` could not take it back.
   public var isHeld: Bool { state.withLock { $0.held } }
 
+  /// Why the claim was lost, once it was: ``SharedContainer/suspend()`` gave it up (code
+  /// ``LiaisonError/Code/lost``) and ``SharedContainer/resume()`` has not taken it back. `nil`
+  /// while held and after ``release()``.
+  public var loss: LiaisonError? { state.withLock { $0.end.loss } }
+
+  /// Waits until the claim is lost and returns why (see ``loss``); returns `nil` once it is
+  /// released instead, or when the task is cancelled.
+  public func waitForLoss() async -> LiaisonError? {
+    await state.waitForLoss(\.end)
+  }
+
   /// Gives the presence up. Calling it again does nothing.
   public func release() {
-    let wasLive = state.withLock { state -> Bool in
-      guard !state.released else { return false }
+    let (wasLive, waiters) = state.withLock { state -> (Bool, [CheckedContinuation<LiaisonError?, Never>]) in
+      guard !state.released else { return (false, []) }
       state.released = true
       if let fd = state.descriptor.take() {
         // The record is ours to clear only while we hold the lock; once suspended, it may be
@@ -49,8 +61,9 @@ public final class PresenceClaim: Sendable {
         Syscall.close(fd)
       }
       state.held = false
-      return true
+      return (true, state.end.end(nil))
     }
+    waiters.resumeAll(nil)
     if wasLive { presence.container.lifecycle.leave(self) }
   }
 
@@ -74,6 +87,7 @@ public final class PresenceClaim: Sendable {
         try presence.writeRecord(
           fd, PresenceHolder(kind: .claim, processID: Syscall.processID, since: Date(), info: info))
         state.held = true
+        state.end.restart()
       } catch {
         state.descriptor = nil
         Syscall.unlock(fd)  // if `lockRecord` took it
@@ -98,12 +112,16 @@ extension PresenceClaim {
 
 extension PresenceClaim: SuspensionParticipant {
   func suspend() {
-    state.withLock { state in
-      guard state.held, let fd = state.descriptor else { return }
+    let loss = LiaisonError(
+      .lost, "The claim on the presence '\(presence.name)' was given up by SharedContainer.suspend() until resume().")
+    let waiters = state.withLock { state -> [CheckedContinuation<LiaisonError?, Never>] in
+      guard state.held, let fd = state.descriptor else { return [] }
       try? presence.writeRecord(fd, nil)
       Syscall.unlock(fd)
       state.held = false
+      return state.end.end(loss)
     }
+    waiters.resumeAll(loss)
   }
 
   func resume() throws(LiaisonError) {

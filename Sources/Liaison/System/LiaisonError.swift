@@ -31,6 +31,9 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
       case incompatibleSchema = "incompatible schema"
       case system = "system error"
       case closed = "closed"
+      case lost = "lost"
+      case unavailable = "unavailable"
+      case staleFencingToken = "stale fencing token"
     }
     private let value: Value
     private init(_ value: Value) { self.value = value }
@@ -69,6 +72,16 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
     public static let system = Code(.system)
     /// The object was closed by its owner (a mailbox receiver's `close()`, say): make a new one.
     public static let closed = Code(.closed)
+    /// A held lock or claim was taken away without its holder releasing it: its PostgreSQL
+    /// connection ended (server restart, cut network), or the container was suspended. Whatever
+    /// runs under it must stop; another process may hold it now.
+    public static let lost = Code(.lost)
+    /// The server could not be reached, or the connection to it ended while the operation ran:
+    /// nothing is known to have happened. Try again once the server is back.
+    public static let unavailable = Code(.unavailable)
+    /// A write guarded by a fencing token was refused: a later holder of the lock has written
+    /// with a larger token, so this holder's lock ended before the write.
+    public static let staleFencingToken = Code(.staleFencingToken)
 
     public var description: String { value.rawValue }
   }
