@@ -122,6 +122,13 @@ let package = Package(
       ],
       swiftSettings: strictSettings
     ),
+    // Every part on PostgreSQL, against throwaway servers the tests start themselves (built with the
+    // package trait `Postgres`).
+    .testTarget(
+      name: "LiaisonPostgresTests",
+      dependencies: ["Liaison", "LiaisonPostgres", "LiaisonTestSupport", "LiaisonTestPeer"],
+      swiftSettings: strictSettings
+    ),
     .testTarget(
       name: "CLITests",
       dependencies: ["LiaisonTestSupport", "liaison", .product(name: "GRDB", package: "GRDB.swift")],

@@ -1,3 +1,108 @@
 #if Postgres
+  import Foundation
+  import Liaison
   import PostgresNIO
+
+  /// A place in a PostgreSQL database where processes on any number of hosts coordinate: the
+  /// analogue of ``SharedContainer`` for a fleet. Its locks, presences and signals have the local
+  /// ones' names and meanings (see ``CoordinationPlace``), with two differences the network
+  /// brings: a hold ends when its connection does (``HeldLock/loss``), and a dead peer is noticed
+  /// within the **detection bound** rather than at once.
+  ///
+  /// ```swift
+  /// let place = try await PostgresContainer(url: "postgres://app@db.internal/app", namespace: "billing")
+  /// try await place.lock("nightly-report").withLock {
+  ///   // … once at a time across the fleet
+  /// }
+  /// ```
+  ///
+  /// Two applications in one database never collide when their namespaces differ. Everything
+  /// lives in the schema `liaison`, created on first use (under a lock, so that processes
+  /// starting together do not race). Each held lock or claim uses a connection of its own that
+  /// nothing else shares; put no connection pooler in transaction mode (PgBouncer) between
+  /// Liaison and the server: it breaks session locks and `LISTEN`.
+  public final class PostgresContainer: Sendable {
+    /// The namespace: names of locks, presences and signals are unique within it.
+    public let namespace: LiaisonName
+    /// How soon a dead peer is noticed; see ``init(configuration:namespace:detectionBound:)``.
+    public let detectionBound: Duration
+    let connector: Connector
+    let listener: Listener
+    /// Tells this container's own posts apart from other processes'.
+    let senderID: UInt64
+    let host: String
+
+    /// The default detection bound: 10 seconds.
+    public static let defaultDetectionBound: Duration = .seconds(10)
+
+    /// Opens the place at a `postgres://` URL.
+    ///
+    /// The URL is `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`, or for a Unix socket
+    /// `postgres://USER@/DATABASE?host=/var/run/postgresql`; `sslmode=disable|prefer|require`
+    /// chooses TLS (default: `prefer`).
+    ///
+    /// - Throws: ``LiaisonError/Code/invalidArgument`` for a URL that cannot be read,
+    ///   ``LiaisonError/Code/invalidName`` for a namespace that breaks the naming rule, and
+    ///   ``LiaisonError/Code/unavailable`` when the server cannot be reached.
+    public convenience init(
+      url: String, namespace: String, detectionBound: Duration = PostgresContainer.defaultDetectionBound
+    ) async throws {
+      try await self.init(
+        configuration: try PostgresURL.configuration(url), namespace: namespace, detectionBound: detectionBound)
+    }
+
+    /// Opens the place with a postgres-nio configuration.
+    ///
+    /// - Parameter detectionBound: how soon a dead peer is noticed (default 10 s, at least 2 s).
+    ///   A holder whose host dies or whose network is cut loses its locks and claims within this
+    ///   bound (the server ends its session); a waiter then takes the lock, and an observer sees
+    ///   the presence released. The cut-off holder learns of the loss earlier than the server
+    ///   lets another process in. A holder that is killed, or that closes its connection, is
+    ///   noticed at once. Smaller bounds cost more heartbeats: one round trip per held lock or
+    ///   claim every seventh of the bound.
+    public init(
+      configuration: PostgresConnection.Configuration, namespace: String,
+      detectionBound: Duration = PostgresContainer.defaultDetectionBound
+    ) async throws {
+      guard detectionBound >= .seconds(2) else {
+        throw LiaisonError(
+          .invalidArgument,
+          "The detection bound \(detectionBound) is too short: give 2 seconds or more (the default is 10 seconds).")
+      }
+      self.namespace = try LiaisonName(namespace)
+      self.detectionBound = detectionBound
+      connector = Connector(configuration: configuration, timing: DetectionTiming(bound: detectionBound))
+      senderID = UInt64.random(in: 1...UInt64.max)
+      host = ProcessInfo.processInfo.hostName
+      listener = Listener(connector: connector)
+      try await Schema.create(connector)
+    }
+
+    deinit {
+      listener.stop()
+      connector.closeIdle()
+    }
+
+    /// The lock called `name` (see ``LiaisonName`` for the rule names follow).
+    public func lock(_ name: String) throws(LiaisonError) -> PostgresLock {
+      PostgresLock(container: self, name: try LiaisonName(name))
+    }
+
+    /// The presence called `name`.
+    public func presence(_ name: String) throws(LiaisonError) -> PostgresPresence {
+      PostgresPresence(container: self, name: try LiaisonName(name))
+    }
+
+    /// The signal called `name`.
+    public func signal(_ name: String) throws(LiaisonError) -> PostgresSignal {
+      PostgresSignal(container: self, name: try LiaisonName(name))
+    }
+
+    /// Runs one statement on a connection that holds nothing.
+    func query(_ query: PostgresQuery, doing what: String) async throws -> [PostgresRow] {
+      try await connector.query(query, doing: what)
+    }
+  }
+
+  extension PostgresContainer: CoordinationPlace {}
 #endif

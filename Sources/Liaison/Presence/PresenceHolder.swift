@@ -22,14 +22,19 @@ public struct PresenceHolder: Sendable, Hashable, CustomStringConvertible {
   public let since: Date
   /// The text the holder gave when claiming, if any.
   public let info: String?
+  /// The holder's host name, for a presence held through PostgreSQL; `nil` for a local one,
+  /// whose holder is on this machine.
+  public let host: String?
   /// For a lease, when it lapses unless renewed, on the shared boot clock (nanoseconds).
   package let leaseExpiry: UInt64?
   /// For a lease, the lease's identity, so that only its holder renews or releases it.
   package let leaseToken: UInt64?
 
   package init(
-    kind: Kind, processID: Int32, since: Date, info: String?, leaseExpiry: UInt64? = nil, leaseToken: UInt64? = nil
+    kind: Kind, processID: Int32, since: Date, info: String?, host: String? = nil, leaseExpiry: UInt64? = nil,
+    leaseToken: UInt64? = nil
   ) {
+    self.host = host
     self.kind = kind
     self.processID = processID
     self.since = since
@@ -51,7 +56,7 @@ public struct PresenceHolder: Sendable, Hashable, CustomStringConvertible {
   }
 
   public var description: String {
-    var text = "pid \(processID) (\(kind.rawValue))"
+    var text = "pid \(processID)\(host.map { " on \($0)" } ?? "") (\(kind.rawValue))"
     if let info { text += ": \(info)" }
     return text
   }

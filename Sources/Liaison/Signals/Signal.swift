@@ -85,6 +85,12 @@ public struct SignalNotification: Sendable, Hashable {
   public let state: UInt64
   /// How many posts the signal has had in all, read with `state`; grows by one per post.
   public let sequence: UInt64
+
+  package init(name: LiaisonName, state: UInt64, sequence: UInt64) {
+    self.name = name
+    self.state = state
+    self.sequence = sequence
+  }
 }
 
 extension SharedContainer {

@@ -31,7 +31,7 @@ enum SystemClock {
 
 extension Duration {
   /// The duration in whole nanoseconds, clamped to zero below and `UInt64.max` above.
-  var clampedNanoseconds: UInt64 {
+  package var clampedNanoseconds: UInt64 {
     let (seconds, attoseconds) = components
     // A negative duration under a second has zero seconds and negative attoseconds.
     if seconds < 0 || attoseconds < 0 { return 0 }

@@ -1,0 +1,205 @@
+#if Postgres
+  import Liaison
+  import PostgresNIO
+
+  #if canImport(Glibc)
+    import Glibc
+  #elseif canImport(Darwin)
+    import Darwin
+  #endif
+
+  /// How `LiaisonPostgres` opens connections, with the settings that bound how long a dead peer
+  /// goes unnoticed, and keeps a few idle ones for statements that hold nothing.
+  final class Connector: Sendable {
+    let configuration: PostgresConnection.Configuration
+    let timing: DetectionTiming
+    private let logger: Logger
+    /// Idle connections whose session holds no lock: reused for statements, and for a lock's
+    /// next grant.
+    private let idle = Locked<[PostgresConnection]>([])
+    private let nextID = Locked(0)
+    static let maximumIdle = 8
+
+    init(configuration: PostgresConnection.Configuration, timing: DetectionTiming) {
+      var configuration = configuration
+      // The server ends the session of a client that stops answering (dead host, cut network)
+      // within about half the detection bound, which releases its advisory locks; and checks
+      // for a vanished client while a statement (a lock wait) runs.
+      configuration.options.additionalStartupParameters += [
+        ("application_name", "liaison"),
+        ("tcp_keepalives_idle", "\(timing.keepaliveIdle)"),
+        ("tcp_keepalives_interval", "\(timing.keepaliveInterval)"),
+        ("tcp_keepalives_count", "\(DetectionTiming.keepaliveCount)"),
+        ("tcp_user_timeout", "\(timing.serverUserTimeoutMilliseconds)"),
+        ("client_connection_check_interval", "\(timing.serverUserTimeoutMilliseconds / 2)"),
+      ]
+      self.configuration = configuration
+      self.timing = timing
+      var logger = Logger(label: "liaison.postgres")
+      logger.logLevel = .critical
+      self.logger = logger
+    }
+
+    var quietLogger: Logger { logger }
+
+    /// A new connection, its socket set to notice a dead server within the detection bound.
+    func connect() async throws -> PostgresConnection {
+      let id = nextID.withLock { id -> Int in
+        id += 1
+        return id
+      }
+      do {
+        let channel = try await makeChannel()
+        var established = PostgresConnection.Configuration(
+          establishedChannel: channel, tls: configuration.tls, username: configuration.username,
+          password: configuration.password, database: configuration.database)
+        established.options = configuration.options
+        return try await PostgresConnection.connect(
+          on: channel.eventLoop, configuration: established, id: id, logger: logger)
+      } catch is CancellationError {
+        throw CancellationError()
+      } catch {
+        throw PostgresErrors.translate(error, doing: "connect to the server")
+      }
+    }
+
+    /// A socket to the server with TCP keepalives (and on Linux a user timeout): a waiter whose
+    /// server host died learns it within about half the detection bound.
+    private func makeChannel() async throws -> any Channel {
+      var bootstrap = ClientBootstrap(group: PostgresConnection.defaultEventLoopGroup)
+        .connectTimeout(.seconds(Int64(timing.connectTimeoutSeconds)))
+      if let path = configuration.unixSocketPath {
+        return try await bootstrap.connect(unixDomainSocketPath: path).get()
+      }
+      bootstrap = bootstrap.channelOption(.socketOption(.so_keepalive), value: 1)
+      for (name, value) in Self.tcpOptions(timing) {
+        bootstrap = bootstrap.channelOption(
+          ChannelOptions.Types.SocketOption(level: .init(rawValue: CInt(IPPROTO_TCP)), name: .init(rawValue: name)),
+          value: value)
+      }
+      return try await bootstrap.connect(host: configuration.host ?? "localhost", port: configuration.port ?? 5432)
+        .get()
+    }
+
+    private static func tcpOptions(_ timing: DetectionTiming) -> [(CInt, Int)] {
+      #if os(Linux)
+        [
+          (CInt(TCP_KEEPIDLE), timing.keepaliveIdle), (CInt(TCP_KEEPINTVL), timing.keepaliveInterval),
+          (CInt(TCP_KEEPCNT), DetectionTiming.keepaliveCount),
+          (CInt(TCP_USER_TIMEOUT), timing.serverUserTimeoutMilliseconds),
+        ]
+      #else
+        [
+          (CInt(TCP_KEEPALIVE), timing.keepaliveIdle), (CInt(TCP_KEEPINTVL), timing.keepaliveInterval),
+          (CInt(TCP_KEEPCNT), DetectionTiming.keepaliveCount),
+        ]
+      #endif
+    }
+
+    /// An idle connection, or a new one.
+    func take() async throws -> PostgresConnection {
+      while let connection = idle.withLock({ $0.popLast() }) {
+        if !connection.isClosed { return connection }
+      }
+      return try await connect()
+    }
+
+    /// Keeps `connection` for reuse: its session must hold nothing.
+    func giveBack(_ connection: PostgresConnection) {
+      guard !connection.isClosed else { return }
+      let kept = idle.withLock { idle -> Bool in
+        guard idle.count < Self.maximumIdle else { return false }
+        idle.append(connection)
+        return true
+      }
+      if !kept { close(connection) }
+    }
+
+    /// Closes `connection`, keeping it alive until it is closed (postgres-nio requires it).
+    func close(_ connection: PostgresConnection) {
+      connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
+    }
+
+    func closeIdle() {
+      for connection in idle.withLock({ idle in
+        defer { idle = [] }
+        return idle
+      }) { close(connection) }
+    }
+
+    /// Runs one statement on an idle connection, with the reply bounded by the detection timing:
+    /// a connection that fails or stops answering is closed, never reused.
+    func query(_ query: PostgresQuery, doing what: String) async throws -> [PostgresRow] {
+      let connection = try await take()
+      do {
+        let rows = try await Self.run(query, on: connection, within: timing.replyTimeout, logger: logger)
+        giveBack(connection)
+        return rows
+      } catch {
+        close(connection)
+        throw PostgresErrors.translate(error, doing: what)
+      }
+    }
+
+    /// Runs `query` on `connection` and collects its rows; closes the connection (which fails
+    /// the query) when no reply came within `limit`.
+    static func run(
+      _ query: PostgresQuery, on connection: PostgresConnection, within limit: Duration?, logger: Logger
+    ) async throws -> [PostgresRow] {
+      guard let limit else { return try await connection.query(query, logger: logger).collect() }
+      let expired = Locked(false)
+      let watchdog = Task {
+        try await Task.sleep(for: limit)
+        expired.withLock { $0 = true }
+        try? await connection.close()
+      }
+      defer { watchdog.cancel() }
+      do {
+        return try await connection.query(query, logger: logger).collect()
+      } catch {
+        if expired.withLock({ $0 }) {
+          throw LiaisonError(
+            .unavailable,
+            "The server did not answer within \(limit) (a cut network, or a server stopped or overloaded); the "
+              + "connection was closed. Try again once the server answers.", cause: error)
+        }
+        throw error
+      }
+    }
+  }
+
+  /// The times that follow from the detection bound: how soon a dead peer is noticed.
+  ///
+  /// A holder that loses its network learns it within ``holderNotices`` (a heartbeat that gets
+  /// no reply); the server ends its session, releasing its locks, within ``serverReleases`` —
+  /// later, so that the cut-off holder knows first. Both are within the bound.
+  struct DetectionTiming: Sendable {
+    let bound: Duration
+    static let keepaliveCount = 3
+
+    init(bound: Duration) {
+      self.bound = bound
+    }
+
+    private var boundSeconds: Double {
+      Double(bound.components.seconds) + Double(bound.components.attoseconds) / 1e18
+    }
+
+    /// Seconds of silence before the server's first keepalive probe (at least 1).
+    var keepaliveIdle: Int { max(1, Int(boundSeconds / 5)) }
+    /// Seconds between the server's keepalive probes (at least 1).
+    var keepaliveInterval: Int { max(1, Int(boundSeconds / 10)) }
+    /// How long the server's kernel waits for an acknowledgement before dropping a connection.
+    var serverUserTimeoutMilliseconds: Int { max(1000, Int(boundSeconds * 500)) }
+    /// When the server ends the session of a client that went silent, at the latest.
+    var serverReleases: Duration { .milliseconds(serverUserTimeoutMilliseconds) + .seconds(keepaliveIdle) }
+    /// How often a held lock or claim checks its connection.
+    var heartbeatInterval: Duration { bound / 7 }
+    /// Seconds to wait for a connection to be set up.
+    var connectTimeoutSeconds: Int { max(2, Int(boundSeconds)) }
+    /// How long a statement waits for a reply before its connection is given up.
+    var replyTimeout: Duration { bound / 5 }
+    /// When the holder notices a silent connection, at the latest.
+    var holderNotices: Duration { heartbeatInterval + replyTimeout }
+  }
+#endif

@@ -1,0 +1,96 @@
+#if Postgres
+  import Liaison
+  import PostgresNIO
+
+  /// A connection whose session holds something (an advisory lock, a claim): nobody else uses it,
+  /// and it is watched so that its holder learns when the hold is lost.
+  ///
+  /// The connection is lost when the server closes it (a restart, `pg_terminate_backend`) — seen
+  /// at once — or stops answering a heartbeat (a cut network, a dead server host) — seen within
+  /// ``DetectionTiming/holderNotices``, before the server ends the session and lets another
+  /// process in. Lost or released, the connection is closed, never reused: a session that may
+  /// still hold the lock must not serve anyone else.
+  final class HeldSession: Sendable {
+    private struct State: Sendable {
+      var connection: PostgresConnection?
+      var monitor: Task<Void, Never>?
+      var end = LossState()
+    }
+
+    let connector: Connector
+    private let state: Locked<State>
+    private let what: String
+
+    init(connection: PostgresConnection, connector: Connector, what: String) {
+      self.connector = connector
+      self.what = what
+      state = Locked(State(connection: connection))
+      connection.closeFuture.whenComplete { [weak self] _ in
+        self?.lose("its connection to the server closed (a server restart, or the session was terminated)")
+      }
+      let interval = connector.timing.heartbeatInterval
+      let monitor = Task { [weak self] in
+        while !Task.isCancelled {
+          do {
+            try await Task.sleep(for: interval)
+          } catch {
+            return
+          }
+          guard let self else { return }
+          if !(await self.heartbeat()) { return }
+        }
+      }
+      state.withLock { $0.monitor = monitor }
+    }
+
+    deinit {
+      let (connection, monitor) = state.withLock { ($0.connection.take(), $0.monitor.take()) }
+      monitor?.cancel()
+      if let connection { connector.close(connection) }
+    }
+
+    var isHeld: Bool { state.withLock { $0.connection != nil } }
+    var loss: LiaisonError? { state.withLock { $0.end.loss } }
+    func waitForLoss() async -> LiaisonError? { await state.waitForLoss(\.end) }
+
+    /// The connection, while held.
+    var connection: PostgresConnection? { state.withLock { $0.connection } }
+
+    /// One heartbeat; `false` once the hold has ended.
+    private func heartbeat() async -> Bool {
+      guard let connection else { return false }
+      do {
+        _ = try await Connector.run(
+          "SELECT 1", on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        return true
+      } catch {
+        lose("its connection to the server stopped answering (a cut network, or a server host that died)")
+        return false
+      }
+    }
+
+    /// Ends the hold as lost, closing the connection.
+    func lose(_ reason: String) {
+      let loss = LiaisonError(
+        .lost,
+        "\(what) was lost: \(reason). Another process may hold it now; stop what you do under it, and take it again.")
+      end(loss)
+    }
+
+    /// Ends the hold: lost when `loss` is given, released otherwise. Returns the connection if it
+    /// was still held (for a release to unlock and reuse), after the monitor has stopped.
+    @discardableResult
+    func end(_ loss: LiaisonError?) -> PostgresConnection? {
+      let (connection, monitor, waiters) = state.withLock { state in
+        (state.connection.take(), state.monitor.take(), state.end.end(loss))
+      }
+      monitor?.cancel()
+      waiters.resumeAll(loss)
+      if loss != nil, let connection {
+        connector.close(connection)
+        return nil
+      }
+      return connection
+    }
+  }
+#endif

@@ -1,0 +1,150 @@
+#if Postgres
+  import Liaison
+  import PostgresNIO
+
+  /// The one listening connection of a ``PostgresContainer``: `LISTEN liaison`, for every signal
+  /// and presence its process observes. Reconnects when the connection ends; every subscriber is
+  /// then told to read again what it watches, so that nothing posted while it was away is lost.
+  final class Listener: Sendable {
+    /// What a notification says; `nil` for "read again" (after a reconnect).
+    struct Event: Sendable {
+      /// `s` for a signal's post, `p` for a presence's claim.
+      let kind: String
+      let namespace: String
+      let name: String
+      /// For a post: the signal's post count and state after it, and the poster.
+      let posts: UInt64
+      let state: UInt64
+      let sender: UInt64
+    }
+
+    private struct Subscriber: Sendable {
+      let kind: String
+      let namespace: String
+      let name: String
+      let deliver: @Sendable (Event?) -> Void
+    }
+
+    private struct State: Sendable {
+      var subscribers: [Int: Subscriber] = [:]
+      var nextID = 0
+      var task: Task<Void, Never>?
+      var listening = false
+      /// Subscribers waiting for the first `LISTEN` to be in effect.
+      var waiting: [CheckedContinuation<Void, any Error>] = []
+      var stopped = false
+    }
+
+    private let connector: Connector
+    private let state = Locked(State())
+
+    init(connector: Connector) {
+      self.connector = connector
+    }
+
+    func stop() {
+      let task = state.withLock { state -> Task<Void, Never>? in
+        state.stopped = true
+        return state.task.take()
+      }
+      task?.cancel()
+    }
+
+    /// Adds a subscriber for notifications of `kind` on `name`, once the connection listens:
+    /// a notification committed after this returns reaches `deliver`.
+    func subscribe(
+      kind: String, namespace: LiaisonName, name: LiaisonName, deliver: @escaping @Sendable (Event?) -> Void
+    ) async throws -> Int {
+      let id = state.withLock { state -> Int in
+        state.nextID += 1
+        state.subscribers[state.nextID] = Subscriber(
+          kind: kind, namespace: namespace.rawValue, name: name.rawValue, deliver: deliver)
+        if state.task == nil && !state.stopped {
+          state.task = Task { [weak self] in await self?.run() }
+        }
+        return state.nextID
+      }
+      do {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+          let ready = state.withLock { state -> Bool in
+            if state.listening { return true }
+            state.waiting.append(continuation)
+            return false
+          }
+          if ready { continuation.resume() }
+        }
+      } catch {
+        unsubscribe(id)
+        throw error
+      }
+      return id
+    }
+
+    func unsubscribe(_ id: Int) {
+      state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
+    }
+
+    /// Listens until stopped, reconnecting after a pause when the connection ends.
+    private func run() async {
+      var pause: Duration = .milliseconds(50)
+      var everListened = false
+      while !Task.isCancelled {
+        do {
+          let connection = try await connector.connect()
+          defer { connector.close(connection) }
+          try await withTaskCancellationHandler {
+            try await connection.listen(on: Schema.channel) { notifications in
+              let (waiting, subscribers) = state.withLock { state in
+                state.listening = true
+                defer { state.waiting = [] }
+                return (state.waiting, Array(state.subscribers.values))
+              }
+              for continuation in waiting { continuation.resume() }
+              if everListened {
+                for subscriber in subscribers { subscriber.deliver(nil) }  // read again: posts may be missed
+              }
+              everListened = true
+              pause = .milliseconds(50)
+              for try await notification in notifications { dispatch(notification.payload) }
+            }
+          } onCancel: {
+            connector.close(connection)
+          }
+        } catch {
+          let waiting = state.withLock { state in
+            state.listening = false
+            defer { state.waiting = [] }
+            return state.waiting
+          }
+          // A subscriber waiting for the first LISTEN learns that the server cannot be reached.
+          for continuation in waiting {
+            continuation.resume(throwing: PostgresErrors.translate(error, doing: "listen for notifications"))
+          }
+        }
+        state.withLock { $0.listening = false }
+        do {
+          try await Task.sleep(for: pause)
+        } catch {
+          return
+        }
+        pause = min(pause * 2, .seconds(1))
+      }
+    }
+
+    private func dispatch(_ payload: String) {
+      let words = payload.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
+      guard words.count >= 3 else { return }
+      let event = Event(
+        kind: words[0], namespace: words[1], name: words[2],
+        posts: words.count > 3 ? UInt64(words[3]) ?? 0 : 0,
+        state: words.count > 4 ? UInt64(bitPattern: Int64(words[4]) ?? 0) : 0,
+        sender: words.count > 5 ? UInt64(words[5], radix: 16) ?? 0 : 0)
+      let subscribers = state.withLock { state in
+        state.subscribers.values.filter {
+          $0.kind == event.kind && $0.namespace == event.namespace && $0.name == event.name
+        }
+      }
+      for subscriber in subscribers { subscriber.deliver(event) }
+    }
+  }
+#endif

@@ -1,0 +1,232 @@
+#if Postgres
+  import Liaison
+  import PostgresNIO
+
+  /// A lock shared by processes on any number of hosts: a PostgreSQL session-level advisory
+  /// lock, held on a connection of its own. Same operations and meaning as ``ProcessLock``:
+  /// exclusive or shared, `tryLock`, `lock(timeout:)`, `withLock` (from ``CoordinationLock``).
+  ///
+  /// The server releases the lock when the holder's session ends: at once when the holder's
+  /// process dies or closes its connection, within the container's detection bound when its
+  /// host dies or its network is cut. The holder learns of such a loss through
+  /// ``PostgresLockGuard/loss`` and ``PostgresLockGuard/waitForLoss()``, and `withLock` cancels
+  /// its body. Every exclusive grant carries a fencing token
+  /// (``PostgresLockGuard/fencingToken()``), given in the same transaction as the lock.
+  ///
+  /// Costs: `tryLock` and an uncontended `lock` are one round trip (and one commit, for the
+  /// token, when exclusive); `unlock` is one more.
+  public final class PostgresLock: Sendable, CoordinationLock {
+    /// The lock's name.
+    public let name: LiaisonName
+    let container: PostgresContainer
+    /// The lock's row id (the second key of its advisory lock), once known.
+    private let rowID = Locked<Int32?>(nil)
+
+    init(container: PostgresContainer, name: LiaisonName) {
+      self.container = container
+      self.name = name
+    }
+
+    /// Takes the lock if it is free, without waiting; `nil` when another holder has it.
+    ///
+    /// - Throws: ``LiaisonError/Code/unavailable`` when the server cannot be reached.
+    public func tryLock(_ mode: LockMode = .exclusive) async throws -> PostgresLockGuard? {
+      let id = try await resolveID()
+      let connector = container.connector
+      let connection = try await connector.take()
+      let rows: [PostgresRow]
+      do {
+        rows = try await Connector.run(
+          grant(mode, id: id, wait: false), on: connection, within: connector.timing.replyTimeout,
+          logger: connector.quietLogger)
+      } catch {
+        connector.close(connection)  // its session may hold the lock
+        throw PostgresErrors.translate(error, doing: "take the lock '\(name)'")
+      }
+      guard let token = try Self.granted(rows, mode) else {
+        connector.giveBack(connection)
+        return nil
+      }
+      return PostgresLockGuard(lock: self, id: id, mode: mode, token: token, connection: connection)
+    }
+
+    /// Takes the lock, waiting at most `timeout` (`nil`: as long as it takes). The wait is the
+    /// server's: a waiter is granted the lock as soon as the holder's session ends.
+    ///
+    /// - Throws: ``LiaisonError/Code/timedOut`` when the timeout passes first,
+    ///   `CancellationError` when the task is cancelled while waiting (the wait is cancelled on
+    ///   the server too), ``LiaisonError/Code/unavailable`` when the server cannot be reached.
+    public func lock(_ mode: LockMode = .exclusive, timeout: Duration? = nil) async throws -> PostgresLockGuard {
+      try ProcessLock.check(timeout)
+      if let held = try await tryLock(mode) { return held }
+      try Task.checkCancellation()
+      guard timeout != .zero else { throw timedOut(timeout) }
+      let id = try await resolveID()
+      let connector = container.connector
+      let connection = try await connector.take()
+      do {
+        // lock_timeout bounds the wait on the server; 0 waits as long as it takes.
+        let milliseconds = timeout.map { max(1, Int(clamping: $0.clampedNanoseconds / 1_000_000)) } ?? 0
+        let prepared = try await Connector.run(
+          "SELECT pg_backend_pid(), set_config('lock_timeout', \(String(milliseconds)), false)", on: connection,
+          within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        let backend = try prepared.first!.decode((Int32, String).self, context: .default).0
+        let rows = try await withTaskCancellationHandler {
+          try await Connector.run(
+            grant(mode, id: id, wait: true), on: connection, within: nil, logger: connector.quietLogger)
+        } onCancel: {
+          // Cancels the wait on the server. Should it arrive after the grant, it finds the
+          // session idle (or cancels the next statement): the check below releases the lock.
+          Task { _ = try? await connector.query("SELECT pg_cancel_backend(\(backend))", doing: "cancel a lock wait") }
+        }
+        if Task.isCancelled {
+          connector.close(connection)
+          throw CancellationError()
+        }
+        guard let token = try Self.granted(rows, mode) else {
+          throw LiaisonError(.system, "The server did not grant the lock '\(name)' and gave no reason.")
+        }
+        return PostgresLockGuard(lock: self, id: id, mode: mode, token: token, connection: connection)
+      } catch {
+        connector.close(connection)
+        switch PostgresErrors.sqlState(error) {
+        case "55P03": throw timedOut(timeout)  // lock_not_available: lock_timeout passed
+        case "57014" where Task.isCancelled: throw CancellationError()  // query_canceled
+        default: throw PostgresErrors.translate(error, doing: "wait for the lock '\(name)'")
+        }
+      }
+    }
+
+    private func timedOut(_ timeout: Duration?) -> LiaisonError {
+      LiaisonError(
+        .timedOut,
+        "Timed out after \(timeout.map { "\($0)" } ?? "waiting") for the lock '\(name)' in the PostgreSQL namespace "
+          + "'\(container.namespace)'; another holder still has it. Try again later, or wait longer.")
+    }
+
+    /// The statement that takes the lock: for an exclusive grant, it adds one to the lock's
+    /// fencing token in the same transaction and returns it; a refused try returns no row.
+    private func grant(_ mode: LockMode, id: Int32, wait: Bool) -> PostgresQuery {
+      let lockClass = Schema.lockClass
+      switch (mode, wait) {
+      case (.exclusive, false):
+        return """
+          WITH granted AS MATERIALIZED (SELECT pg_try_advisory_lock(\(lockClass), \(id)) AS held)
+          UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted
+          WHERE granted.held AND id = \(id) RETURNING fencing_token
+          """
+      case (.exclusive, true):
+        return """
+          WITH granted AS MATERIALIZED (SELECT 1 AS held FROM (SELECT pg_advisory_lock(\(lockClass), \(id))) AS wait)
+          UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted
+          WHERE id = \(id) RETURNING fencing_token
+          """
+      case (.shared, false):
+        return "SELECT 0::bigint FROM (SELECT pg_try_advisory_lock_shared(\(lockClass), \(id)) AS held) AS t WHERE held"
+      case (.shared, true):
+        return "SELECT 0::bigint FROM (SELECT pg_advisory_lock_shared(\(lockClass), \(id))) AS wait"
+      }
+    }
+
+    /// The token of a grant (0 for a shared one), or `nil` when the lock was not granted.
+    private static func granted(_ rows: [PostgresRow], _ mode: LockMode) throws -> UInt64? {
+      guard let row = rows.first else { return nil }
+      return UInt64(bitPattern: try row.decode(Int64.self))
+    }
+
+    /// The lock's row id, made on first use.
+    func resolveID() async throws -> Int32 {
+      if let id = rowID.withLock({ $0 }) { return id }
+      let namespace = container.namespace.rawValue
+      let rows = try await container.query(
+        """
+        WITH made AS (
+          INSERT INTO liaison.lock (namespace, name) VALUES (\(namespace), \(name.rawValue))
+          ON CONFLICT (namespace, name) DO NOTHING RETURNING id)
+        SELECT id FROM made UNION ALL
+        SELECT id FROM liaison.lock WHERE namespace = \(namespace) AND name = \(name.rawValue)
+        """, doing: "register the lock '\(name)'")
+      guard let id = try rows.first?.decode(Int32.self) else {
+        throw LiaisonError(.system, "The server returned no row for the lock '\(name)'.")
+      }
+      rowID.withLock { $0 = id }
+      return id
+    }
+  }
+
+  /// A held ``PostgresLock``. Released by ``unlock()``, when the guard is deallocated (its
+  /// connection closes), or by the server when the holder's session ends.
+  public final class PostgresLockGuard: HeldLock {
+    /// The mode the lock is held in.
+    public let mode: LockMode
+    /// The lock held.
+    public let lock: PostgresLock
+    private let id: Int32
+    private let token: UInt64
+    private let session: HeldSession
+
+    init(lock: PostgresLock, id: Int32, mode: LockMode, token: UInt64, connection: PostgresConnection) {
+      self.lock = lock
+      self.id = id
+      self.mode = mode
+      self.token = token
+      session = HeldSession(
+        connection: connection, connector: lock.container.connector, what: "The lock '\(lock.name)'")
+    }
+
+    /// Whether the lock is still held: `false` once unlocked or lost.
+    public var isHeld: Bool { session.isHeld }
+
+    /// Why the lock was lost (code ``LiaisonError/Code/lost``): its connection closed (a server
+    /// restart, a terminated session) or stopped answering (a cut network, within the detection
+    /// bound). `nil` while held and after ``unlock()``.
+    public var loss: LiaisonError? { session.loss }
+
+    /// Waits until the lock is lost and returns why; `nil` once it is unlocked instead, or when
+    /// the task is cancelled.
+    public func waitForLoss() async -> LiaisonError? { await session.waitForLoss() }
+
+    /// This grant's fencing token: larger than the token of every earlier exclusive grant of this
+    /// lock in its namespace, across server restarts (it is stored in the table `liaison.lock`,
+    /// committed with the grant).
+    ///
+    /// Guard a write with it, so that a holder whose lock ended without its knowing is refused:
+    ///
+    /// ```sql
+    /// UPDATE report SET body = $1, fencing_token = $2 WHERE id = 7 AND fencing_token <= $2
+    /// ```
+    ///
+    /// No row updated means a later holder has written: stop.
+    ///
+    /// - Throws: ``LiaisonError/Code/invalidArgument`` for a shared lock.
+    public func fencingToken() throws(LiaisonError) -> UInt64 {
+      guard mode == .exclusive else {
+        throw LiaisonError(
+          .invalidArgument,
+          "The lock '\(lock.name)' is held shared: only an exclusive lock has a fencing token. Take it exclusive to "
+            + "guard a write with a token.")
+      }
+      return token
+    }
+
+    /// Releases the lock. Calling it again does nothing. If the release fails, the connection is
+    /// closed, which releases the lock on the server.
+    public func unlock() async {
+      guard let connection = session.end(nil) else { return }
+      let connector = lock.container.connector
+      let unlock: PostgresQuery =
+        mode == .exclusive
+        ? "SELECT pg_advisory_unlock(\(Schema.lockClass), \(id)), set_config('lock_timeout', '0', false)"
+        : "SELECT pg_advisory_unlock_shared(\(Schema.lockClass), \(id)), set_config('lock_timeout', '0', false)"
+      do {
+        let rows = try await Connector.run(
+          unlock, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        if try rows.first?.makeRandomAccess()[0].decode(Bool.self) == true {
+          connector.giveBack(connection)
+          return
+        }
+      } catch {}
+      connector.close(connection)
+    }
+  }
+#endif

@@ -1,0 +1,232 @@
+#if Postgres
+  import Foundation
+  import Liaison
+  import PostgresNIO
+
+  /// "Is it running?" across hosts: a claim is an advisory lock held on a connection of its own,
+  /// with a holder record (host, process id, info, since) in `liaison.presence`. Same meaning as
+  /// ``Presence``'s claims: active while the holder's session lasts, released by the server when
+  /// it ends — at once when the holder's process dies, within the detection bound when its host
+  /// dies or its network is cut.
+  ///
+  /// Reading the holder never disturbs it, and ``changes()`` reports a holder's end without
+  /// polling: an observer waits, on the server, for a second lock that the holder keeps with its
+  /// claim.
+  public final class PostgresPresence: Sendable, CoordinationPresence {
+    /// The presence's name.
+    public let name: LiaisonName
+    let container: PostgresContainer
+    private let rowID = Locked<Int32?>(nil)
+
+    init(container: PostgresContainer, name: LiaisonName) {
+      self.container = container
+      self.name = name
+    }
+
+    /// Claims the presence for this process, with `info` for observers to read (at most
+    /// ``Presence/maximumInfoLength`` bytes). One round trip.
+    ///
+    /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another holder has it (the message
+    ///   names it), ``LiaisonError/Code/tooLarge`` for a long `info`,
+    ///   ``LiaisonError/Code/unavailable`` when the server cannot be reached.
+    public func claim(info: String? = nil) async throws -> PostgresPresenceClaim {
+      if let info, info.utf8.count > Presence.maximumInfoLength {
+        throw LiaisonError(
+          .tooLarge,
+          "The info of a claim is at most \(Presence.maximumInfoLength) bytes; this one has \(info.utf8.count).")
+      }
+      let id = try await resolveID()
+      let connector = container.connector
+      let connection = try await connector.take()
+      let namespace = container.namespace.rawValue
+      let rows: [PostgresRow]
+      do {
+        // One statement: take the claim; if taken, take the watch lock too (observers waiting for
+        // it, shared, let go at once), write the record and notify, all visible at its commit.
+        rows = try await Connector.run(
+          """
+          WITH claimed AS MATERIALIZED (SELECT pg_try_advisory_lock(\(Schema.claimClass), \(id)) AS held),
+          watched AS MATERIALIZED (
+            SELECT count(*) AS locks FROM claimed, LATERAL (SELECT pg_advisory_lock(\(Schema.watchClass), \(id))) AS w
+            WHERE claimed.held)
+          UPDATE liaison.presence SET host = \(container.host), pid = \(ProcessInfo.processInfo.processIdentifier),
+            info = \(info), since = now(), backend_pid = pg_backend_pid()
+          FROM claimed, watched WHERE claimed.held AND watched.locks = 1 AND id = \(id)
+          RETURNING pg_notify('liaison', concat_ws(' ', 'p', \(namespace), \(name.rawValue)))
+          """, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+      } catch {
+        connector.close(connection)
+        throw PostgresErrors.translate(error, doing: "claim the presence '\(name)'")
+      }
+      guard !rows.isEmpty else {
+        connector.giveBack(connection)
+        let holder = try? await self.holder
+        throw LiaisonError(
+          .alreadyClaimed,
+          "The presence '\(name)' is already claimed\(holder.map { " by \($0)" } ?? " (its holder is starting or ending)")."
+        )
+      }
+      return PostgresPresenceClaim(presence: self, connection: connection)
+    }
+
+    /// The holder, if the presence is active: read from the server, without disturbing the holder.
+    public var holder: PresenceHolder? {
+      get async throws {
+        let rows = try await container.query(
+          """
+          SELECT p.host, p.pid, p.info, extract(epoch FROM p.since)::float8 FROM liaison.presence p
+          JOIN pg_locks l ON l.locktype = 'advisory' AND l.classid = \(Schema.claimClass)::oid
+            AND l.objid = p.id::oid AND l.objsubid = 2 AND l.granted AND l.pid = p.backend_pid
+            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+          WHERE p.namespace = \(container.namespace.rawValue) AND p.name = \(name.rawValue)
+          """, doing: "read the holder of the presence '\(name)'")
+        guard let row = rows.first else { return nil }
+        let (host, pid, info, since) = try row.decode((String?, Int32?, String?, Double?).self, context: .default)
+        return PresenceHolder(
+          kind: .claim, processID: pid ?? 0, since: Date(timeIntervalSince1970: since ?? 0), info: info, host: host)
+      }
+    }
+
+    /// Whether the presence is held now.
+    public var isActive: Bool {
+      get async throws { try await holder != nil }
+    }
+
+    /// The presence's state now, then every change of it: claimed (by whom) and released.
+    /// Changes in quick succession may coalesce into the latest; consecutive elements differ.
+    /// A holder's end is seen as soon as the server ends its session, without polling.
+    /// One iteration per sequence; cancelling the iterating task ends it.
+    public func changes() async throws -> PostgresPresenceChanges {
+      let (wakeUps, poke) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+      let listener = container.listener
+      let subscription = try await listener.subscribe(kind: "p", namespace: container.namespace, name: name) { _ in
+        poke.yield()
+      }
+      let (changes, output) = AsyncThrowingStream.makeStream(
+        of: PresenceChange.self, throwing: (any Error).self, bufferingPolicy: .bufferingNewest(1))
+      // Whether a wait for the holder's end is under way (at most one at a time).
+      let watching = Locked(false)
+      let watcher = Task {
+        var last: PresenceChange?
+        var watch: Task<Void, Never>?
+        defer { watch?.cancel() }
+        var iterator = wakeUps.makeAsyncIterator()
+        while !Task.isCancelled {
+          do {
+            let holder = try await self.holder
+            let change: PresenceChange = holder.map { .claimed($0) } ?? .released
+            if change != last {
+              output.yield(change)
+              last = change
+            }
+            let startsWatch =
+              holder != nil
+              && watching.withLock { watching in
+                defer { watching = true }
+                return !watching
+              }
+            if startsWatch { watch = Task { await self.waitForHolderEnd(then: poke, watching: watching) } }
+          } catch {
+            // The server is away: the listener's reconnect wakes this loop.
+          }
+          guard await iterator.next() != nil else { break }
+        }
+        output.finish()
+      }
+      output.onTermination = { _ in
+        watcher.cancel()
+        listener.unsubscribe(subscription)
+        poke.finish()
+      }
+      return PostgresPresenceChanges(stream: changes)
+    }
+
+    /// Waits, on a connection of its own, until the holder's watch lock is free (its session
+    /// ended), then wakes the observer.
+    private func waitForHolderEnd(then poke: AsyncStream<Void>.Continuation, watching: Locked<Bool>) async {
+      defer {
+        watching.withLock { $0 = false }
+        poke.yield()
+      }
+      let connector = container.connector
+      guard let id = try? await resolveID(), let connection = try? await connector.take() else {
+        try? await Task.sleep(for: .milliseconds(200))
+        return
+      }
+      do {
+        try await withTaskCancellationHandler {
+          _ = try await Connector.run(
+            "SELECT pg_advisory_lock_shared(\(Schema.watchClass), \(id))", on: connection, within: nil,
+            logger: connector.quietLogger)
+          _ = try await Connector.run(
+            "SELECT pg_advisory_unlock_shared(\(Schema.watchClass), \(id))", on: connection,
+            within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        } onCancel: {
+          connector.close(connection)
+        }
+        connector.giveBack(connection)
+      } catch {
+        connector.close(connection)
+        try? await Task.sleep(for: .milliseconds(200))
+      }
+    }
+
+    /// The presence's row id, made on first use.
+    func resolveID() async throws -> Int32 {
+      if let id = rowID.withLock({ $0 }) { return id }
+      let namespace = container.namespace.rawValue
+      let rows = try await container.query(
+        """
+        WITH made AS (
+          INSERT INTO liaison.presence (namespace, name) VALUES (\(namespace), \(name.rawValue))
+          ON CONFLICT (namespace, name) DO NOTHING RETURNING id)
+        SELECT id FROM made UNION ALL
+        SELECT id FROM liaison.presence WHERE namespace = \(namespace) AND name = \(name.rawValue)
+        """, doing: "register the presence '\(name)'")
+      guard let id = try rows.first?.decode(Int32.self) else {
+        throw LiaisonError(.system, "The server returned no row for the presence '\(name)'.")
+      }
+      rowID.withLock { $0 = id }
+      return id
+    }
+  }
+
+  /// The changes of a ``PostgresPresence``, from ``PostgresPresence/changes()``.
+  public struct PostgresPresenceChanges: AsyncSequence, Sendable {
+    public typealias Element = PresenceChange
+    let stream: AsyncThrowingStream<PresenceChange, any Error>
+
+    public func makeAsyncIterator() -> AsyncThrowingStream<PresenceChange, any Error>.Iterator {
+      stream.makeAsyncIterator()
+    }
+  }
+
+  /// A held claim on a ``PostgresPresence``: active until ``release()``, until the claim is
+  /// deallocated, or until the holder's session ends (see ``loss``).
+  public final class PostgresPresenceClaim: HeldClaim {
+    /// The presence claimed.
+    public let presence: PostgresPresence
+    private let session: HeldSession
+
+    init(presence: PostgresPresence, connection: PostgresConnection) {
+      self.presence = presence
+      session = HeldSession(
+        connection: connection, connector: presence.container.connector,
+        what: "The claim on the presence '\(presence.name)'")
+    }
+
+    /// Whether the claim is held: `false` once released or lost.
+    public var isHeld: Bool { session.isHeld }
+    /// Why the claim was lost (code ``LiaisonError/Code/lost``); `nil` while held and after
+    /// ``release()``.
+    public var loss: LiaisonError? { session.loss }
+    /// Waits until the claim is lost and returns why; `nil` once released, or when cancelled.
+    public func waitForLoss() async -> LiaisonError? { await session.waitForLoss() }
+
+    /// Gives the presence up: closes the claim's connection, which ends its session and so both
+    /// of its locks at once. Calling it again does nothing.
+    public func release() async {
+      if let connection = session.end(nil) { try? await connection.close() }
+    }
+  }
+#endif

@@ -1,0 +1,115 @@
+#if Postgres
+  import Liaison
+  import PostgresNIO
+
+  /// A signal shared by processes on any number of hosts: its state in a row of
+  /// `liaison.signal`, its notification a PostgreSQL `NOTIFY` committed with the post. Same
+  /// meaning as ``Signal``: after every post, each observer receives at least one notification
+  /// whose state is no older than that post's; posts close together may be delivered as one.
+  ///
+  /// A process listens on one connection for all the signals it observes. If that connection
+  /// ends, it reconnects and reads every observed signal again, delivering those that moved:
+  /// nothing posted meanwhile is lost.
+  public final class PostgresSignal: Sendable, CoordinationSignal {
+    /// The signal's name.
+    public let name: LiaisonName
+    let container: PostgresContainer
+
+    init(container: PostgresContainer, name: LiaisonName) {
+      self.container = container
+      self.name = name
+    }
+
+    /// Sets the state and notifies every observer: one round trip and one commit.
+    public func post(state: UInt64) async throws {
+      try await post(setting: state)
+    }
+
+    /// Notifies every observer, leaving the state as it is.
+    public func post() async throws {
+      try await post(setting: nil)
+    }
+
+    private func post(setting newState: UInt64?) async throws {
+      let namespace = container.namespace.rawValue
+      let sender = String(container.senderID, radix: 16)
+      let state = newState.map { Int64(bitPattern: $0) }
+      _ = try await container.query(
+        """
+        WITH posted AS (
+          INSERT INTO liaison.signal AS s (namespace, name, state, posts)
+          VALUES (\(namespace), \(name.rawValue), coalesce(\(state), 0), 1)
+          ON CONFLICT (namespace, name) DO UPDATE SET state = coalesce(\(state), s.state), posts = s.posts + 1
+          RETURNING posts, state)
+        SELECT pg_notify('liaison', concat_ws(' ', 's', \(namespace), \(name.rawValue), posts, state, \(sender)))
+        FROM posted
+        """, doing: "post the signal '\(name)'")
+    }
+
+    /// The state, as last posted (0 before any post).
+    public var state: UInt64 {
+      get async throws { try await read().state }
+    }
+
+    /// The state and post count, read from the server.
+    func read() async throws -> (state: UInt64, posts: UInt64) {
+      let rows = try await container.query(
+        """
+        SELECT state, posts FROM liaison.signal WHERE namespace = \(container.namespace.rawValue) AND name = \(name.rawValue)
+        """, doing: "read the signal '\(name)'")
+      guard let row = rows.first else { return (0, 0) }
+      let (state, posts) = try row.decode((Int64, Int64).self, context: .default)
+      return (UInt64(bitPattern: state), UInt64(bitPattern: posts))
+    }
+
+    /// The notifications of the posts that come after this returns, coalesced: an
+    /// `AsyncSequence` for one iteration. Cancelling the iterating task ends it.
+    ///
+    /// - Parameter ignoringOwnPosts: skip the posts of this process's container.
+    /// - Throws: ``LiaisonError/Code/unavailable`` when the server cannot be reached.
+    public func notifications(ignoringOwnPosts: Bool = false) async throws -> PostgresSignalNotifications {
+      let (stream, continuation) = AsyncStream.makeStream(
+        of: SignalNotification.self, bufferingPolicy: .bufferingNewest(1))
+      let delivered = Locked<UInt64>(0)
+      let ownSender = container.senderID
+      let name = name
+      let deliver: @Sendable (UInt64, UInt64) -> Void = { posts, state in
+        let moved = delivered.withLock { last -> Bool in
+          guard posts > last else { return false }
+          last = posts
+          return true
+        }
+        if moved { continuation.yield(SignalNotification(name: name, state: state, sequence: posts)) }
+      }
+      let id = try await container.listener.subscribe(kind: "s", namespace: container.namespace, name: name) {
+        [weak self] event in
+        guard let event else {
+          // Reconnected: read again, deliver if it moved.
+          Task { if let (state, posts) = try? await self?.read() { deliver(posts, state) } }
+          return
+        }
+        if ignoringOwnPosts && event.sender == ownSender {
+          delivered.withLock { $0 = max($0, event.posts) }
+          return
+        }
+        deliver(event.posts, event.state)
+      }
+      // Posts committed before the subscription took effect are not this sequence's.
+      let baseline = try await read().posts
+      delivered.withLock { $0 = max($0, baseline) }
+      let listener = container.listener
+      continuation.onTermination = { _ in listener.unsubscribe(id) }
+      return PostgresSignalNotifications(stream: stream)
+    }
+  }
+
+  /// The notifications of a ``PostgresSignal``, from ``PostgresSignal/notifications(ignoringOwnPosts:)``.
+  public struct PostgresSignalNotifications: AsyncSequence, Sendable {
+    public typealias Element = SignalNotification
+    let stream: AsyncStream<SignalNotification>
+
+    public func makeAsyncIterator() -> AsyncStream<SignalNotification>.Iterator {
+      stream.makeAsyncIterator()
+    }
+  }
+#endif
