@@ -24,6 +24,10 @@ let lockCommands: [PeerCommand] = [
     guards[words[1]] = held
     return "locked"
   },
+  PeerCommand("token", "NAME   the fencing token of the lock held → ok TOKEN") { words in
+    guard let held = guards[words[1]] else { return "not held" }
+    return "\(try held.fencingToken())"
+  },
   PeerCommand("unlock", "NAME  → ok unlocked") { words in
     guards.removeValue(forKey: words[1])?.unlock()
     return "unlocked"

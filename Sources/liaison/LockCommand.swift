@@ -2,7 +2,16 @@ import ArgumentParser
 import Liaison
 import LiaisonCommandLine
 
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
 struct LockCommand: AsyncParsableCommand {
+  /// Where the command finds its exclusive lock's fencing token.
+  static let fencingTokenVariable = "LIAISON_FENCING_TOKEN"
+
   static let configuration = CommandConfiguration(
     commandName: "lock",
     abstract: "Run a command while holding a lock.",
@@ -18,6 +27,10 @@ struct LockCommand: AsyncParsableCommand {
 
       A background process the command starts keeps the lock until it ends too, as with flock(1); \
       close the descriptor in it if it must not.
+
+      An exclusive lock's fencing token is in $\(Self.fencingTokenVariable): larger than every \
+      earlier holder's, so a script can guard its writes with it (a resource that remembers the \
+      largest token it has seen refuses a smaller one).
       """
   )
 
@@ -47,6 +60,11 @@ struct LockCommand: AsyncParsableCommand {
       let lock = try options.open().lock(name)
       let mode: LockMode = shared ? .shared : .exclusive
       let held = try await lock.lock(mode, timeout: timeout)
+      if mode == .exclusive {
+        setenv(Self.fencingTokenVariable, "\(try held.fencingToken())", 1)
+      } else {
+        unsetenv(Self.fencingTokenVariable)  // an inherited one belongs to another lock
+      }
       try held.passToExecutedProgram()
       return execute(command)
     }

@@ -28,6 +28,18 @@ struct CLITests {
     #expect(try liaison(["lock", "job", "--", "sh", "-c", "kill -9 $$"]).status == 128 + 9)
   }
 
+  /// An exclusive lock's command finds its fencing token in the environment, one larger each
+  /// time; a shared one finds none, even if the caller had one set.
+  @Test func lockHandsTheCommandItsFencingToken() throws {
+    let print = ["sh", "-c", "echo ${LIAISON_FENCING_TOKEN-none}"]
+    #expect(try liaison(["lock", "job", "--"] + print).output == "1\n")
+    #expect(try liaison(["lock", "job", "--"] + print).output == "2\n")
+    let child = try ChildProcess(
+      liaisonPath, ["lock", "job", "--shared", "--"] + print,
+      environment: ["LIAISON_CONTAINER": directory.path, "LIAISON_FENCING_TOKEN": "7"], errors: .pipe)
+    #expect(child.finish().output == "none\n")
+  }
+
   @Test func lockTimesOutWithStatus75WhileAnotherProcessHoldsIt() throws {
     let holder = try Peer(container: directory.path)
     try holder.send("lock job")
