@@ -58,6 +58,7 @@ public final class Mailbox: Sendable {
     /// The most payload bytes waiting (including quarantined ones). Default 256 MiB.
     public var maximumBytes: Int
 
+    /// Limits of your choosing; each one left out keeps its default.
     public init(maximumMessageSize: Int = 1 << 20, maximumMessages: Int = 1_000_000, maximumBytes: Int = 256 << 20) {
       self.maximumMessageSize = maximumMessageSize
       self.maximumMessages = maximumMessages
@@ -482,8 +483,11 @@ public struct MailboxInfo: Sendable, Hashable {
 
 /// A message as ``Mailbox/peek(limit:)`` shows it, in its stored form.
 public struct MailboxEntry: Sendable, Hashable {
+  /// The message's id: the sender's own, or one made at the send.
   public let id: String
+  /// When the send was made, by the sender's clock.
   public let sentAt: Date
+  /// The sender's name (``Mailbox/sender``).
   public let sender: String
   /// The payload as stored: JSON, or the bytes of a `Data`.
   public let payload: MailboxPayload

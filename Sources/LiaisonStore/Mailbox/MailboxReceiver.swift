@@ -10,6 +10,7 @@ public struct MailboxEnvelope<Payload: Sendable>: Sendable {
   public let sentAt: Date
   /// The sender's name (``Mailbox/sender``).
   public let sender: String
+  /// The message, decoded as the type the receiver asked for.
   public let payload: Payload
   /// Where the message stands in the mailbox: what an acknowledgement removes.
   let position: Int64
@@ -34,6 +35,7 @@ public struct MailboxEnvelope<Payload: Sendable>: Sendable {
 /// waiting then throws ``/Liaison/LiaisonError/Code/suspended`` at once, as does every later call: make a
 /// new receiver after `resume()`.
 public final class MailboxReceiver: Sendable {
+  /// The mailbox this receiver receives from.
   public let mailbox: Mailbox
   private let held: LockGuard
   /// Woken by every send: subscribed once, before the first look at the mailbox.
