@@ -11,14 +11,17 @@ func save(_ link: SavedLink) throws {}
 func recordEpisode() throws {}
 
 #if canImport(Darwin)
+  // snippet.show
   // snippet.container
   // The same line in the app, the widget and the share extension:
   let container = try SharedContainer(appGroup: "group.com.example.notes")
 // snippet.end
+// snippet.hide
 #else
   let container = try SharedContainer(directory: NSTemporaryDirectory() + "group.com.example.notes")
 #endif
 
+// snippet.show
 // snippet.share
 // In the share extension: hand the link to the app, whether or not the app is running.
 func share(_ url: URL) async throws {
@@ -27,7 +30,9 @@ func share(_ url: URL) async throws {
   try container.signal("links-changed").post()  // a running app may refresh at once
 }
 // snippet.end
+// snippet.hide
 
+// snippet.show
 // snippet.widget
 // In the widget's timeline provider: read the state, never wait long.
 func widgetEntry() throws -> (isRecording: Bool, theme: String?) {
@@ -36,7 +41,9 @@ func widgetEntry() throws -> (isRecording: Bool, theme: String?) {
   return (isRecording, try settings.get(DefaultsKey<String>("theme")))
 }
 // snippet.end
+// snippet.hide
 
+// snippet.show
 // snippet.app
 // In the app: take the links the extension left, acknowledging each once it is saved.
 func receiveSharedLinks() async throws {
@@ -60,10 +67,12 @@ func markOpen() throws -> PresenceLease {
   try container.presence("app-open").lease(for: .seconds(30))
 }
 // snippet.end
+// snippet.hide
 
 #if canImport(SwiftUI)
   import SwiftUI
 
+  // snippet.show
   // snippet.lifecycle
   @available(iOS 17, macOS 14, tvOS 17, watchOS 10, visionOS 1, *)
   struct NotesApp: App {
@@ -86,4 +95,5 @@ func markOpen() throws -> PresenceLease {
     }
   }
 // snippet.end
+// snippet.hide
 #endif

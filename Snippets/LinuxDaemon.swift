@@ -10,6 +10,7 @@ struct SyncJob: Codable, Sendable { let path: String }
 func perform(_ job: SyncJob) async throws {}
 func reloadConfiguration(_ interval: Int?) {}
 
+// snippet.show
 // snippet.daemon
 func runDaemon() async throws {
   let container = try SharedContainer.standard()  // $LIAISON_CONTAINER, else a per-user folder
@@ -29,7 +30,9 @@ func runDaemon() async throws {
   }
 }
 // snippet.end
+// snippet.hide
 
+// snippet.show
 // snippet.tool
 func runTool(path: String) async throws {
   let container = try SharedContainer.standard()
@@ -45,3 +48,4 @@ func runTool(path: String) async throws {
   try await settings.set(60, for: DefaultsKey<Int>("interval"))  // the daemon sees it at once
 }
 // snippet.end
+// snippet.hide

@@ -30,8 +30,8 @@ let revision: UInt64 = 1
 let link = "https://example.com"
 let token = OAuthToken(value: "", expiresAt: Date())
 
-// snippet.presence
 // snippet.show
+// snippet.presence
 let container = try SharedContainer(directory: "/var/run/recorder")  // or appGroup: on Apple platforms
 let recording = try container.presence("recording")
 
@@ -45,7 +45,9 @@ if let holder = try recording.holder {
 }
 let running = try recording.isActive  // a non-blocking probe, about 2 µs
 // snippet.end
+// snippet.hide
 
+// snippet.show
 // snippet.lock
 let refresh = try container.lock("token-refresh")
 try await refresh.withLock(timeout: .seconds(10)) {
@@ -53,7 +55,9 @@ try await refresh.withLock(timeout: .seconds(10)) {
   if token.isExpired { try writeToken(await fetchNewToken()) }  // re-check under the lock
 }
 // snippet.end
+// snippet.hide
 
+// snippet.show
 // snippet.signal
 // In the share extension, after saving:
 try container.signal("notes-changed").post(state: revision)
@@ -65,13 +69,16 @@ for await note in try container.signal("notes-changed").notifications(ignoringOw
 // Or, from code that is not async:
 let observation = try container.signal("notes-changed").observe(on: .main) { note in reload(note.state) }
 // snippet.end
+// snippet.hide
 
+// snippet.show
 // snippet.defaults-keys
 extension DefaultsKey where Value == OAuthToken { static let token = DefaultsKey("oauth-token") }
 // snippet.end
-
 // snippet.hide
+
 func defaultsTour() async throws {
+  // snippet.show
   // snippet.defaults
   let auth = try await container.defaults("auth")
   try await auth.set(token, for: .token)  // every process sees it once this returns
@@ -91,6 +98,7 @@ func defaultsTour() async throws {
 
 // snippet.hide
 func mailboxTour() async throws {
+  // snippet.show
   // snippet.mailbox
   struct SavedLink: Codable, Sendable { let url: URL }
 
@@ -105,11 +113,13 @@ func mailboxTour() async throws {
     try await receiver.acknowledge(envelope)  // gone for good, for every receiver
   }
   // snippet.end
+  // snippet.hide
 }
 // snippet.show
 
 // snippet.hide
 func databaseTour() async throws {
+  // snippet.show
   // snippet.database
   var migrator = DatabaseMigrator()
   migrator.registerMigration("v1") { db in
@@ -129,5 +139,6 @@ func databaseTour() async throws {
   let entries = ValueObservation.tracking { db in try String.fetchAll(db, sql: "SELECT text FROM entry") }
   for try await list in entries.values(in: journal.pool) { show(list) }
   // snippet.end
+  // snippet.hide
 }
 // snippet.show
