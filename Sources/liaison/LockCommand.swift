@@ -18,6 +18,8 @@ struct LockCommand: AsyncParsableCommand {
 
       A background process the command starts keeps the lock until it ends too, as with flock(1); \
       close the descriptor in it if it must not.
+
+      \(DocsPage.lock)
       """
   )
 
