@@ -26,6 +26,8 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+    // `swift package generate-documentation`: the DocC catalogs in Sources/*/*.docc (.ci/run).
+    .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
   ],
   targets: [
     // Linux calls Swift cannot reach directly (variadic syscall, eventfd).

@@ -14,6 +14,8 @@ struct DefaultsCommand: AsyncParsableCommand {
         liaison defaults write settings theme dark          # a plain string
         liaison defaults write settings volume 0.8          # JSON
         liaison defaults read settings
+
+      \(DocsPage.defaults)
       """,
     subcommands: [Read.self, Write.self, Delete.self, Observe.self]
   )
@@ -47,7 +49,7 @@ struct DefaultsCommand: AsyncParsableCommand {
   struct Read: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
       abstract: "Print a value, a domain, or every domain.",
-      discussion: "With DOMAIN and KEY, exits 1 when the key has no value."
+      discussion: "With DOMAIN and KEY, exits 1 when the key has no value." + "\n\n" + DocsPage.defaults
     )
 
     @OptionGroup var options: ContainerOptions
@@ -126,6 +128,7 @@ struct DefaultsCommand: AsyncParsableCommand {
       abstract: "Write a value: JSON, or else a plain string.",
       discussion:
         "`liaison defaults write app mode '\"dark\"'` and `liaison defaults write app mode dark` store the same string."
+        + "\n\n" + DocsPage.defaults
     )
 
     @OptionGroup var options: ContainerOptions
@@ -144,7 +147,8 @@ struct DefaultsCommand: AsyncParsableCommand {
   }
 
   struct Delete: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Delete a key, or every key of a domain.")
+    static let configuration = CommandConfiguration(
+      abstract: "Delete a key, or every key of a domain.", discussion: DocsPage.defaults)
 
     @OptionGroup var options: ContainerOptions
     @Argument(help: "The domain.") var domain: String
@@ -161,7 +165,8 @@ struct DefaultsCommand: AsyncParsableCommand {
   struct Observe: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
       abstract: "Print each change of a domain, or of one key's value, until interrupted.",
-      discussion: "With KEY, prints the value now and then each new value (`null` when deleted)."
+      discussion: "With KEY, prints the value now and then each new value (`null` when deleted)." + "\n\n"
+        + DocsPage.defaults
     )
 
     @OptionGroup var options: ContainerOptions

@@ -12,6 +12,8 @@ struct DemoCommand: AsyncParsableCommand {
     discussion: """
       Runs in a temporary container that it removes afterwards. Each actor is a real process (this \
       program, started again), and the crash is a real SIGKILL.
+
+      \(DocsPage.demo)
       """
   )
 

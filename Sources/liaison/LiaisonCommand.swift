@@ -22,6 +22,8 @@ struct LiaisonCommand: AsyncParsableCommand {
       `lock` or `wait` times out, `presence claim` finds the presence held, or `receive` finds another receiver; 64 for bad usage or a bad \
       name; 70 for any other failure; 126/127 when the command cannot be run or is not found; \
       128+N when it was killed by signal N.
+
+      \(DocsPage.command)
       """,
     subcommands: [
       LockCommand.self, PresenceCommand.self, PostCommand.self, WaitCommand.self, ObserveCommand.self,

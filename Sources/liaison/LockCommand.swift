@@ -31,6 +31,8 @@ struct LockCommand: AsyncParsableCommand {
       An exclusive lock's fencing token is in $\(Self.fencingTokenVariable): larger than every \
       earlier holder's, so a script can guard its writes with it (a resource that remembers the \
       largest token it has seen refuses a smaller one).
+
+      \(DocsPage.lock)
       """
   )
 

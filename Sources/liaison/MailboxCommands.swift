@@ -56,6 +56,8 @@ struct SendCommand: AsyncParsableCommand {
       `liaison send inbox '"hello"'` send the same string. With --id, sending the same id again \
       stores nothing (the id of a message acknowledged in the last 7 days included). Prints the \
       message's id.
+
+      \(DocsPage.mailbox)
       """
   )
 
@@ -90,6 +92,8 @@ struct ReceiveCommand: AsyncParsableCommand {
       every message that fits in the pipe's buffer counts as printed, and `liaison receive inbox \
       | head -3` acknowledges them all. Take only what the reader will use with --count \
       (`liaison receive inbox --count 3 | ...`), or leave them with --no-ack.
+
+      \(DocsPage.mailbox)
       """
   )
 
@@ -143,7 +147,8 @@ struct ReceiveCommand: AsyncParsableCommand {
 struct PeekCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "peek",
-    abstract: "Show a mailbox's messages without receiving them, quarantined ones included."
+    abstract: "Show a mailbox's messages without receiving them, quarantined ones included.",
+    discussion: DocsPage.mailbox
   )
 
   @OptionGroup var options: ContainerOptions
@@ -180,6 +185,8 @@ struct RequeueCommand: AsyncParsableCommand {
       After an app update that reads the payloads an older version set aside. Each message goes to \
       the end of the queue and keeps its id; a running receiver is woken. Prints how many were \
       requeued. `liaison peek` shows the quarantined messages and their ids.
+
+      \(DocsPage.mailbox)
       """
   )
 

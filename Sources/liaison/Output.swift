@@ -72,3 +72,14 @@ struct PresenceReport: Encodable {
     return "active: " + (holder?.text ?? "claim in progress (its holder is not recorded yet)")
   }
 }
+
+/// The line that ends each command's help: the page of the DocC documentation that explains it.
+enum DocsPage {
+  static let command = "Docs: \"The liaison Command\" in the Liaison documentation (the README says where it is)."
+  static let lock = "Docs: ProcessLock, and \"The liaison Command\", in the Liaison documentation."
+  static let presence = "Docs: Presence in the Liaison documentation."
+  static let signal = "Docs: Signal in the Liaison documentation."
+  static let defaults = "Docs: SharedDefaults in the LiaisonStore documentation."
+  static let mailbox = "Docs: Mailbox in the LiaisonStore documentation."
+  static let demo = "Docs: \"Choosing a Part\" in the Liaison documentation."
+}

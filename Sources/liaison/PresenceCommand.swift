@@ -5,6 +5,7 @@ struct PresenceCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "presence",
     abstract: "Claim, check and list presences: is a feature running, and who runs it?",
+    discussion: DocsPage.presence,
     subcommands: [Claim.self, Check.self, List.self]
   )
 
@@ -18,6 +19,8 @@ struct PresenceCommand: AsyncParsableCommand {
         command's status, or \(ExitStatus.busy) at once if another holder has the presence.
 
           liaison presence claim recording --info "episode 7" -- ./record.sh
+
+        \(DocsPage.presence)
         """
     )
 
@@ -56,7 +59,8 @@ struct PresenceCommand: AsyncParsableCommand {
   struct Check: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
       abstract: "Tell whether a presence is active.",
-      discussion: "Exits 0 and prints the holder when active; exits 1 and prints `inactive` when not."
+      discussion: "Exits 0 and prints the holder when active; exits 1 and prints `inactive` when not." + "\n\n"
+        + DocsPage.presence
     )
 
     @OptionGroup var options: ContainerOptions
@@ -75,7 +79,8 @@ struct PresenceCommand: AsyncParsableCommand {
   }
 
   struct List: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List every presence in the container with its holder.")
+    static let configuration = CommandConfiguration(
+      abstract: "List every presence in the container with its holder.", discussion: DocsPage.presence)
 
     @OptionGroup var options: ContainerOptions
     @Flag(help: "Print JSON.") var json = false

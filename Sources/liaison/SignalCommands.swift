@@ -20,7 +20,7 @@ struct PostCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "post",
     abstract: "Post a signal: wake every process observing it.",
-    discussion: "With --state, sets the signal's 64-bit state first, in the same step."
+    discussion: "With --state, sets the signal's 64-bit state first, in the same step." + "\n\n" + DocsPage.signal
   )
 
   @OptionGroup var options: ContainerOptions
@@ -39,7 +39,8 @@ struct WaitCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "wait",
     abstract: "Wait for the next notification of a signal and print its state.",
-    discussion: "Exits 0 after the next post; exits \(ExitStatus.busy) if --timeout passes first."
+    discussion: "Exits 0 after the next post; exits \(ExitStatus.busy) if --timeout passes first." + "\n\n"
+      + DocsPage.signal
   )
 
   @OptionGroup var options: ContainerOptions
@@ -80,7 +81,8 @@ struct ObserveCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "observe",
     abstract: "Print a line for each notification of the signals, until interrupted.",
-    discussion: "Each line is `NAME STATE SEQUENCE`, or a JSON object with --json. Notifications coalesce."
+    discussion: "Each line is `NAME STATE SEQUENCE`, or a JSON object with --json. Notifications coalesce." + "\n\n"
+      + DocsPage.signal
   )
 
   @OptionGroup var options: ContainerOptions
@@ -116,6 +118,7 @@ struct StateCommand: AsyncParsableCommand {
     commandName: "state",
     abstract: "Print a signal's state, or set it with --set (without notifying anybody).",
     discussion: "Exits 1 when the signal has never been posted or set (its state then counts as 0); creates nothing."
+      + "\n\n" + DocsPage.signal
   )
 
   @OptionGroup var options: ContainerOptions

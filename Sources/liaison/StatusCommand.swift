@@ -13,6 +13,8 @@ struct StatusCommand: AsyncParsableCommand {
       be read (a damaged file, a store in use by a newer version) is listed under Problems with \
       the reason, after everything else; the command then exits \(ExitStatus.failure). Creates \
       nothing.
+
+      \(DocsPage.command)
       """
   )
 

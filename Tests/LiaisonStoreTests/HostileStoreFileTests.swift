@@ -234,7 +234,7 @@ struct HostileStoreFileTests {
   /// `-shm` are mapped into memory, and a file truncated under a mapping raises `SIGBUS` at the
   /// next access (the kernel's rule for every shared mapping). Only a process of the same user can
   /// truncate them (the folder is 0700, the files 0600), and such a process can as well delete
-  /// the database. This test pins the behaviour that the README's Security section documents.
+  /// the database. This test pins the behaviour that the "Hostile Files" article documents.
   @Test(arguments: [StoreFile.counters, .storeIndex])
   func aMappedFileTruncatedUnderARunningProcessKillsIt(_ file: StoreFile) throws {
     // Under a sanitizer, the victim's report of its SIGBUS is expected: it goes to the victim's

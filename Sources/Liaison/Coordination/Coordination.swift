@@ -17,8 +17,11 @@
 /// exclusive grant carries a **fencing token** (``HeldLock/fencingToken()``) that a resource can
 /// check to refuse a holder whose lock ended without its knowing.
 public protocol CoordinationPlace: Sendable {
+  /// The place's lock type: ``ProcessLock`` for a folder.
   associatedtype LockType: CoordinationLock
+  /// The place's presence type: ``Presence`` for a folder.
   associatedtype PresenceType: CoordinationPresence
+  /// The place's signal type: ``Signal`` for a folder.
   associatedtype SignalType: CoordinationSignal
 
   /// The lock called `name` (see ``LiaisonName`` for the rule names follow).
@@ -32,6 +35,7 @@ public protocol CoordinationPlace: Sendable {
 /// A lock that one process holds exclusively, or several hold shared, at a time: ``ProcessLock``,
 /// or `PostgresLock`.
 public protocol CoordinationLock: Sendable {
+  /// What a grant returns: ``LockGuard`` for a ``ProcessLock``.
   associatedtype Guard: HeldLock
 
   /// The lock's name.
@@ -112,7 +116,9 @@ private enum GuardedOutcome<Result: Sendable>: Sendable {
 /// A presence: "is it running?", answered by a claim its holder keeps while it runs.
 /// ``Presence``, or `PostgresPresence`.
 public protocol CoordinationPresence: Sendable {
+  /// What a claim returns: ``PresenceClaim`` for a ``Presence``.
   associatedtype Claim: HeldClaim
+  /// The sequence of changes: ``PresenceChanges`` for a ``Presence``.
   associatedtype Changes: AsyncSequence & Sendable where Changes.Element == PresenceChange
 
   /// The presence's name.
@@ -143,6 +149,7 @@ public protocol HeldClaim: Sendable {
 /// A signal: a 64-bit state and a "something changed" that wakes every observer, with
 /// `notify(3)`'s coalescing. ``Signal``, or `PostgresSignal`.
 public protocol CoordinationSignal: Sendable {
+  /// The sequence of notifications: ``SignalNotifications`` for a ``Signal``.
   associatedtype Notifications: AsyncSequence & Sendable where Notifications.Element == SignalNotification
 
   /// The signal's name.

@@ -157,7 +157,7 @@ public final class ProcessLock: Sendable {
   /// when given).
   ///
   /// The lock is released when `body` returns or throws, and by the kernel if the process dies.
-  /// Throws what ``lock(_:timeout:)`` throws, or what `body` throws.
+  /// Throws what ``lock(_:timeout:)-23n95`` throws, or what `body` throws.
   @available(*, noasync, message: "Use `try await withLock(_:timeout:_:)`, which does not block the cooperative pool.")
   public func withLock<Result>(
     _ mode: LockMode = .exclusive, timeout: Duration? = nil, _ body: () throws -> Result
@@ -170,7 +170,7 @@ public final class ProcessLock: Sendable {
   /// Runs `body` holding the lock, waiting for it without blocking the cooperative pool.
   ///
   /// The lock is released when `body` returns or throws, and by the kernel if the process dies.
-  /// Throws what ``lock(_:timeout:)`` throws, or what `body` throws.
+  /// Throws what ``lock(_:timeout:)-4wci4`` throws, or what `body` throws.
   public func withLock<Result>(
     _ mode: LockMode = .exclusive, timeout: Duration? = nil, _ body: () async throws -> Result
   ) async throws -> Result {

@@ -99,6 +99,15 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
   /// `databaseError`).
   public let cause: (any Error)?
 
+  /// Makes an error; Liaison's modules throw these, and a program may throw one of its own in
+  /// the same form (a wrapper that reports a container problem, a test double).
+  ///
+  /// - Parameters:
+  ///   - code: what kind of failure it is, for `switch` and `catch` patterns.
+  ///   - message: what went wrong and what to do about it, for a person.
+  ///   - errno: the system's error number, when a system call failed.
+  ///   - path: the file or folder involved.
+  ///   - cause: the underlying error, such as GRDB's `DatabaseError`.
   public init(
     _ code: Code, _ message: String, errno: Errno? = nil, path: String? = nil, cause: (any Error)? = nil
   ) {

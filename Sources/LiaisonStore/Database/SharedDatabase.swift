@@ -25,7 +25,7 @@ import Liaison
 /// - **One migration, once.** The database is opened and `migrator` runs under a process lock, so
 ///   each migration runs exactly once however many processes open it at the same moment. A
 ///   database migrated by a newer program, with migrations this one does not know, is refused with
-///   ``LiaisonError/Code/incompatibleSchema`` and left unchanged.
+///   ``/Liaison/LiaisonError/Code/incompatibleSchema`` and left unchanged.
 /// - **Cross-process observation.** After every commit in any process, the database's signal rings;
 ///   every other process then calls `notifyChanges(in: .fullDatabase)`, so its `ValueObservation`s
 ///   fetch again.
@@ -38,10 +38,10 @@ import Liaison
 ///   100 ms, and retries at once when it arrives (at most 50 ms per wait, for a writer that does
 ///   not ring); a lock attempt gives up with `SQLITE_BUSY` after 30 s of waiting.
 /// - **No write into a deleted file.** If the database file is deleted or replaced while the pool
-///   is open, every later commit is rolled back with a ``LiaisonError/Code/system`` error that
+///   is open, every later commit is rolled back with a ``/Liaison/LiaisonError/Code/system`` error that
 ///   names the file (SQLite would write it into the deleted file, to be lost): restart the
 ///   processes that use it.
-/// - ``SharedContainer/suspend()`` posts GRDB's `Database.suspendNotification` (and `resume()`
+/// - ``/Liaison/SharedContainer/suspend()`` posts GRDB's `Database.suspendNotification` (and `resume()`
 ///   its `resumeNotification`) when the configuration observes them, as GRDB recommends on iOS.
 ///   GRDB's notification is process-wide: every GRDB database of the process that observes it is
 ///   suspended.
@@ -180,14 +180,16 @@ extension SharedContainer {
   /// the `async` twin waits without blocking a thread of the cooperative pool.
   ///
   /// - Parameters:
+  ///   - name: the database's name, which follows the naming rule (``/Liaison/LiaisonName/rule``).
+  ///   - migrator: the database's migrations, run once across processes when it is opened.
   ///   - configuration: GRDB's configuration for the pool. Its `busyMode` is replaced by Liaison's
   ///     (see ``SharedDatabase``); everything else is kept.
   ///   - timeout: how long to wait at most for another process's opening (its migration); `nil`
   ///     waits as long as it takes.
-  /// - Throws: ``LiaisonError/Code/incompatibleSchema`` when a newer program migrated the
-  ///   database; ``LiaisonError/Code/corruptFile`` when the file is damaged;
-  ///   ``LiaisonError/Code/invalidName`` when `name` breaks the naming rule;
-  ///   ``LiaisonError/Code/timedOut`` when another process's opening lasts longer than `timeout`.
+  /// - Throws: ``/Liaison/LiaisonError/Code/incompatibleSchema`` when a newer program migrated the
+  ///   database; ``/Liaison/LiaisonError/Code/corruptFile`` when the file is damaged;
+  ///   ``/Liaison/LiaisonError/Code/invalidName`` when `name` breaks the naming rule;
+  ///   ``/Liaison/LiaisonError/Code/timedOut`` when another process's opening lasts longer than `timeout`.
   @available(*, noasync, message: "Use `try await database(_:migrator:configuration:timeout:)`, which does not block.")
   public func database(
     _ name: String, migrator: DatabaseMigrator, configuration: Configuration = Configuration(),
@@ -318,7 +320,7 @@ final class DatabaseLifecycle: Sendable {
 }
 
 extension SharedDatabase {
-  /// How often the busy handler of ``SharedContainer/sharedDatabases()`` waited in this process.
+  /// How often the busy handler of ``Liaison/SharedContainer/sharedDatabases()`` waited in this process.
   package static let listingBusyWaits = Locked(0)
 
   /// The connection that lists a database: read-only (a listing changes nothing), and waiting

@@ -18,11 +18,12 @@ extension SharedDefaults {
   /// pool, nor does storing the new value.
   ///
   /// - Parameters:
+  ///   - key: the key whose value is refreshed.
   ///   - timeout: how long to wait for another process's refresh at most; `nil` waits as long
   ///     as it takes.
   ///   - isFresh: whether a stored value can be used as it is.
   ///   - fetch: makes a new value; runs at most once per refresh, in one process.
-  /// - Throws: ``LiaisonError/Code/timedOut`` when the timeout passes while another process
+  /// - Throws: ``/Liaison/LiaisonError/Code/timedOut`` when the timeout passes while another process
   ///   refreshes; `CancellationError` when the task is cancelled while waiting; what `fetch`
   ///   throws (nothing is stored then, and the next caller tries again).
   public func refresh<Value>(

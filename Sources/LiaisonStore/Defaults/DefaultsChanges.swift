@@ -36,7 +36,7 @@ public struct DefaultsValueChanges<Value: Codable & Sendable & Equatable>: Async
 
     /// The next different value; `nil` (the end) when the iteration is cancelled.
     ///
-    /// - Throws: the ``LiaisonError`` of a value that cannot be read (a damaged store, or a
+    /// - Throws: the ``/Liaison/LiaisonError`` of a value that cannot be read (a damaged store, or a
     ///   value of another type).
     public mutating func next() async throws -> Value?? {
       while true {

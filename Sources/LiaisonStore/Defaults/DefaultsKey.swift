@@ -9,10 +9,10 @@ import Liaison
 /// let token = try defaults.get(.token)
 /// ```
 public struct DefaultsKey<Value: Codable & Sendable>: Sendable, Hashable {
-  /// The key's name, following ``LiaisonName/rule``.
+  /// The key's name, following ``/Liaison/LiaisonName/rule``.
   public let name: LiaisonName
 
-  /// A key whose name is written in the source. A name that breaks ``LiaisonName/rule`` is a
+  /// A key whose name is written in the source. A name that breaks ``/Liaison/LiaisonName/rule`` is a
   /// programming error and stops the program with the rule in the message.
   public init(_ name: StaticString) {
     do {
@@ -23,7 +23,7 @@ public struct DefaultsKey<Value: Codable & Sendable>: Sendable, Hashable {
   }
 
   /// A key whose name comes from outside (user input, a file): validated, throwing
-  /// ``LiaisonError/Code/invalidName`` when it breaks the rule.
+  /// ``/Liaison/LiaisonError/Code/invalidName`` when it breaks the rule.
   public init(validating name: String) throws(LiaisonError) {
     self.name = try LiaisonName(name)
   }

@@ -81,8 +81,8 @@ public final class SharedDefaults: Sendable {
 
   /// The value of `key`, or `nil` if it has none.
   ///
-  /// - Throws: ``LiaisonError/Code/typeMismatch`` when the stored value cannot be read as
-  ///   `Value`; ``LiaisonError/Code/corruptFile`` when the store is damaged.
+  /// - Throws: ``/Liaison/LiaisonError/Code/typeMismatch`` when the stored value cannot be read as
+  ///   `Value`; ``/Liaison/LiaisonError/Code/corruptFile`` when the store is damaged.
   public func get<Value>(_ key: DefaultsKey<Value>) throws(LiaisonError) -> Value? {
     let generation = store.generations.load(slot)
     if generation & 1 == 1 {
@@ -131,7 +131,7 @@ public final class SharedDefaults: Sendable {
 
   /// Every value of the domain in its stored form, by key name.
   ///
-  /// - Throws: ``LiaisonError/Code/corruptFile`` when a row was not written by Liaison (another
+  /// - Throws: ``/Liaison/LiaisonError/Code/corruptFile`` when a row was not written by Liaison (another
   ///   program wrote the database).
   public func snapshot() throws(LiaisonError) -> [String: DefaultsRawValue] {
     var snapshot: [String: DefaultsRawValue] = [:]
@@ -169,10 +169,13 @@ public final class SharedDefaults: Sendable {
 
   /// Stores `value` for `key`. Once this returns, a `get` in any process returns it.
   ///
-  /// - Parameter timeout: how long to wait at most for another process's write; `nil` waits as
-  ///   long as it takes.
-  /// - Throws: ``LiaisonError/Code/tooLarge`` when the stored form exceeds
-  ///   ``maximumValueSize``; ``LiaisonError/Code/timedOut`` when another process's write lasts
+  /// - Parameters:
+  ///   - value: the value to store.
+  ///   - key: the key to store it for.
+  ///   - timeout: how long to wait at most for another process's write; `nil` waits as long as
+  ///     it takes.
+  /// - Throws: ``/Liaison/LiaisonError/Code/tooLarge`` when the stored form exceeds
+  ///   ``maximumValueSize``; ``/Liaison/LiaisonError/Code/timedOut`` when another process's write lasts
   ///   longer than `timeout` (nothing is written then).
   @available(*, noasync, message: "Use `try await set(_:for:timeout:)`, which does not block the cooperative pool.")
   public func set<Value>(_ value: Value, for key: DefaultsKey<Value>, timeout: Duration? = nil) throws(LiaisonError) {
@@ -241,8 +244,8 @@ public final class SharedDefaults: Sendable {
   /// ```
   ///
   /// - Returns: the new value.
-  /// - Throws: what `transform` throws (nothing is written then), or a ``LiaisonError``
-  ///   (``LiaisonError/Code/timedOut`` when another process's write lasts longer than `timeout`).
+  /// - Throws: what `transform` throws (nothing is written then), or a ``/Liaison/LiaisonError``
+  ///   (``/Liaison/LiaisonError/Code/timedOut`` when another process's write lasts longer than `timeout`).
   @available(*, noasync, message: "Use `try await update(_:timeout:_:)`, which does not block the cooperative pool.")
   @discardableResult
   public func update<Value>(
@@ -274,11 +277,11 @@ public final class SharedDefaults: Sendable {
   ///
   /// Inside `body`, read and write through the transaction it is given. Starting another write
   /// of the store there (this domain's `set`, `update`, `transaction`, or another domain's) throws
-  /// ``LiaisonError/Code/invalidArgument`` rather than waiting for itself; a plain `get` there
+  /// ``/Liaison/LiaisonError/Code/invalidArgument`` rather than waiting for itself; a plain `get` there
   /// sees the values from before the transaction.
   ///
-  /// - Throws: what `body` throws (nothing is written then), or a ``LiaisonError``
-  ///   (``LiaisonError/Code/timedOut`` when another process's write lasts longer than `timeout`).
+  /// - Throws: what `body` throws (nothing is written then), or a ``/Liaison/LiaisonError``
+  ///   (``/Liaison/LiaisonError/Code/timedOut`` when another process's write lasts longer than `timeout`).
   @available(*, noasync, message: "Use `try await transaction(timeout:_:)`, which does not block the cooperative pool.")
   public func transaction<Result>(
     timeout: Duration? = nil, _ body: (DefaultsTransaction) throws -> Result
@@ -339,7 +342,7 @@ public final class SharedDefaults: Sendable {
   // MARK: Observing
 
   /// Every change of the domain, as the notifications of its signal (coalescing, like every
-  /// ``Signal``): after each, `get` returns the new values.
+  /// ``/Liaison/Signal``): after each, `get` returns the new values.
   ///
   /// A writer killed between its commit and its ring wakes observers all the same on Linux: every
   /// writer keeps the store's write-lock file open, so its death is a close that the event loop
@@ -381,7 +384,7 @@ public final class SharedDefaults: Sendable {
   }()
 }
 
-/// The reads and writes of one ``SharedDefaults/transaction(_:)``.
+/// The reads and writes of one ``SharedDefaults/transaction(timeout:_:)-2uhy0``.
 public struct DefaultsTransaction {
   let db: Database
   let domain: LiaisonName
@@ -487,10 +490,10 @@ extension SharedContainer {
   /// another process writes or migrates it; the `async` twin waits without blocking a thread of
   /// the cooperative pool.
   ///
-  /// - Throws: ``LiaisonError/Code/invalidName`` when `domain` breaks the naming rule;
-  ///   ``LiaisonError/Code/corruptFile`` when the store is damaged;
-  ///   ``LiaisonError/Code/incompatibleSchema`` when a newer version of Liaison migrated it;
-  ///   ``LiaisonError/Code/timedOut`` when another process holds the store longer than `timeout`.
+  /// - Throws: ``/Liaison/LiaisonError/Code/invalidName`` when `domain` breaks the naming rule;
+  ///   ``/Liaison/LiaisonError/Code/corruptFile`` when the store is damaged;
+  ///   ``/Liaison/LiaisonError/Code/incompatibleSchema`` when a newer version of Liaison migrated it;
+  ///   ``/Liaison/LiaisonError/Code/timedOut`` when another process holds the store longer than `timeout`.
   @available(*, noasync, message: "Use `try await defaults(_:timeout:)`, which does not block the cooperative pool.")
   public func defaults(_ domain: String, timeout: Duration? = nil) throws(LiaisonError) -> SharedDefaults {
     let domain = try LiaisonName(domain)
@@ -519,8 +522,8 @@ extension SharedDefaults {
   /// `liaison defaults write` command). Any JSON value is accepted, including a bare string or
   /// number.
   ///
-  /// - Throws: ``LiaisonError/Code/invalidArgument`` when `json` is not valid JSON;
-  ///   ``LiaisonError/Code/tooLarge`` over ``maximumValueSize``.
+  /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` when `json` is not valid JSON;
+  ///   ``/Liaison/LiaisonError/Code/tooLarge`` over ``maximumValueSize``.
   @available(*, noasync, message: "Use `try await setJSON(_:for:timeout:)`, which does not block the cooperative pool.")
   public func setJSON(_ json: Data, for name: LiaisonName, timeout: Duration? = nil) throws(LiaisonError) {
     let stored = try StoredValue(checkedJSON: json, key: name, domain: domain)

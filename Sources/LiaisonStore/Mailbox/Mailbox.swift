@@ -24,7 +24,7 @@ import Liaison
 /// receiver. Within one receiver each message is delivered once.
 ///
 /// **Sending** never waits for the receiver: a send is one short write to an SQLite database in
-/// the container's private folder (the store), then a ring of the mailbox's ``Signal``, which wakes
+/// the container's private folder (the store), then a ring of the mailbox's ``/Liaison/Signal``, which wakes
 /// the receiver — nobody polls. Once `send` returns, the message survives any crash of any
 /// process. A send may carry its own `id`: a second send with an id that is waiting, or was
 /// acknowledged within the last ``acknowledgedIDRetention``, stores nothing, so a sender that does
@@ -48,7 +48,7 @@ public final class Mailbox: Sendable {
   public static let acknowledgedIDRetention: Duration = .seconds(7 * 24 * 3600)
 
   /// The sizes a mailbox may reach. They are the mailbox's own, stored with it: every send, from
-  /// any process, is checked against the same limits, which ``setLimits(_:timeout:)`` changes
+  /// any process, is checked against the same limits, which ``setLimits(_:timeout:)-62w54`` changes
   /// (the receiver's side usually sets them). Until then, the defaults hold.
   public struct Limits: Sendable, Hashable {
     /// The largest payload, in bytes of its stored form. Default 1 MiB.
@@ -58,6 +58,7 @@ public final class Mailbox: Sendable {
     /// The most payload bytes waiting (including quarantined ones). Default 256 MiB.
     public var maximumBytes: Int
 
+    /// Limits of your choosing; each one left out keeps its default.
     public init(maximumMessageSize: Int = 1 << 20, maximumMessages: Int = 1_000_000, maximumBytes: Int = 256 << 20) {
       self.maximumMessageSize = maximumMessageSize
       self.maximumMessages = maximumMessages
@@ -94,10 +95,12 @@ public final class Mailbox: Sendable {
   ///   - id: the message's id, 1 to 256 bytes; when a message with this id is waiting or was
   ///     acknowledged recently (``acknowledgedIDRetention``), nothing is stored. `nil` makes a
   ///     new unique id.
+  ///   - timeout: how long to wait at most for another process's write of the store; `nil` waits
+  ///     as long as it takes.
   /// - Returns: the message's id.
-  /// - Throws: ``LiaisonError/Code/tooLarge`` when the payload or the mailbox would exceed the
-  ///   mailbox's ``limits()``; ``LiaisonError/Code/invalidArgument`` for an empty or too long id, or a value
-  ///   that cannot be encoded; ``LiaisonError/Code/timedOut`` when another process's write of
+  /// - Throws: ``/Liaison/LiaisonError/Code/tooLarge`` when the payload or the mailbox would exceed the
+  ///   mailbox's ``limits()``; ``/Liaison/LiaisonError/Code/invalidArgument`` for an empty or too long id, or a value
+  ///   that cannot be encoded; ``/Liaison/LiaisonError/Code/timedOut`` when another process's write of
   ///   the store lasts longer than `timeout` (`nil` waits as long as it takes).
   @available(*, noasync, message: "Use `try await send(_:id:timeout:)`, which does not block the cooperative pool.")
   @discardableResult
@@ -123,7 +126,7 @@ public final class Mailbox: Sendable {
   /// once: the fast way to send many messages. Each gets a new unique id.
   ///
   /// - Returns: the messages' ids, in order.
-  /// - Throws: as ``send(_:id:timeout:)``; nothing is stored then.
+  /// - Throws: as ``send(_:id:timeout:)-6b9iq``; nothing is stored then.
   @available(*, noasync, message: "Use `try await sendAll(_:timeout:)`, which does not block the cooperative pool.")
   @discardableResult
   public func sendAll<Payload: Encodable>(
@@ -157,8 +160,8 @@ public final class Mailbox: Sendable {
   /// Sends JSON text as it is, for tools that do not know the payload's type (the `liaison send`
   /// command). Any JSON value is accepted, including a bare string or number.
   ///
-  /// - Throws: ``LiaisonError/Code/invalidArgument`` when `json` is not valid JSON; as
-  ///   ``send(_:id:timeout:)`` otherwise.
+  /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` when `json` is not valid JSON; as
+  ///   ``send(_:id:timeout:)-6b9iq`` otherwise.
   @available(*, noasync, message: "Use `try await sendJSON(_:id:timeout:)`, which does not block the cooperative pool.")
   @discardableResult
   public func sendJSON(_ json: Data, id: String? = nil, timeout: Duration? = nil) throws(LiaisonError) -> String {
@@ -235,7 +238,7 @@ public final class Mailbox: Sendable {
 
   // MARK: Limits
 
-  /// The mailbox's limits: the ones last set by ``setLimits(_:timeout:)`` from any process, or
+  /// The mailbox's limits: the ones last set by ``setLimits(_:timeout:)-62w54`` from any process, or
   /// the defaults.
   public func limits() throws(LiaisonError) -> Limits {
     try store.read { db in try MailboxTotals.fetch(db, mailbox: name).limits }
@@ -245,8 +248,8 @@ public final class Mailbox: Sendable {
   /// Messages already waiting stay, even over the new limits; further sends are refused until
   /// the mailbox is back within them.
   ///
-  /// - Throws: ``LiaisonError/Code/invalidArgument`` when a limit is not positive;
-  ///   ``LiaisonError/Code/timedOut`` when another process holds the store longer than `timeout`.
+  /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` when a limit is not positive;
+  ///   ``/Liaison/LiaisonError/Code/timedOut`` when another process holds the store longer than `timeout`.
   @available(*, noasync, message: "Use `try await setLimits(_:timeout:)`, which does not block the pool.")
   public func setLimits(_ limits: Limits, timeout: Duration? = nil) throws(LiaisonError) {
     try check(limits)
@@ -418,13 +421,14 @@ extension SharedContainer {
   /// The mailbox called `name`.
   ///
   /// - Parameters:
+  ///   - name: the mailbox's name, which follows the naming rule (``/Liaison/LiaisonName/rule``).
   ///   - sender: the name this handle's messages carry as their sender; by default the
   ///     process's name.
   ///   - timeout: how long the first opening in this process waits at most while another process
   ///     writes or migrates the store; `nil` waits as long as it takes. The `async` twin waits
   ///     without blocking a thread of the cooperative pool.
-  /// - Throws: ``LiaisonError/Code/invalidName`` when `name` breaks the naming rule;
-  ///   ``LiaisonError/Code/corruptFile`` when the store is damaged; ``LiaisonError/Code/timedOut``
+  /// - Throws: ``/Liaison/LiaisonError/Code/invalidName`` when `name` breaks the naming rule;
+  ///   ``/Liaison/LiaisonError/Code/corruptFile`` when the store is damaged; ``/Liaison/LiaisonError/Code/timedOut``
   ///   when another process holds the store longer than `timeout`.
   @available(*, noasync, message: "Use `try await mailbox(_:sender:timeout:)`, which does not block the pool.")
   public func mailbox(
@@ -465,7 +469,7 @@ extension SharedContainer {
   }
 }
 
-/// A mailbox's backlog, as ``SharedContainer/mailboxes()`` reports it.
+/// A mailbox's backlog, as ``Liaison/SharedContainer/mailboxes()`` reports it.
 public struct MailboxInfo: Sendable, Hashable {
   /// The mailbox's name.
   public let name: LiaisonName
@@ -479,8 +483,11 @@ public struct MailboxInfo: Sendable, Hashable {
 
 /// A message as ``Mailbox/peek(limit:)`` shows it, in its stored form.
 public struct MailboxEntry: Sendable, Hashable {
+  /// The message's id: the sender's own, or one made at the send.
   public let id: String
+  /// When the send was made, by the sender's clock.
   public let sentAt: Date
+  /// The sender's name (``Mailbox/sender``).
   public let sender: String
   /// The payload as stored: JSON, or the bytes of a `Data`.
   public let payload: MailboxPayload
@@ -661,7 +668,7 @@ package struct MessageRow {
 
   /// Reads a row of the columns position, id, sender, sent_at, kind, payload, quarantine_reason.
   ///
-  /// - Throws: ``LiaisonError/Code/corruptFile`` only when the position cannot be read (such a
+  /// - Throws: ``/Liaison/LiaisonError/Code/corruptFile`` only when the position cannot be read (such a
   ///   row cannot even be set aside).
   package init(row: Row, path: String) throws(LiaisonError) {
     guard let position = Int64.fromDatabaseValue(row[0] as DatabaseValue) else { throw foreignRow(path) }

@@ -10,6 +10,7 @@ public struct MailboxEnvelope<Payload: Sendable>: Sendable {
   public let sentAt: Date
   /// The sender's name (``Mailbox/sender``).
   public let sender: String
+  /// The message, decoded as the type the receiver asked for.
   public let payload: Payload
   /// Where the message stands in the mailbox: what an acknowledgement removes.
   let position: Int64
@@ -20,7 +21,7 @@ public struct MailboxEnvelope<Payload: Sendable>: Sendable {
 /// The one receiver of a mailbox: receives its messages in order and acknowledges them.
 ///
 /// A mailbox has **one receiver at a time**, across every process: ``Mailbox/receiver()`` takes
-/// the mailbox's receive lock and throws ``LiaisonError/Code/alreadyClaimed`` at once when another
+/// the mailbox's receive lock and throws ``/Liaison/LiaisonError/Code/alreadyClaimed`` at once when another
 /// receiver (in any process, this one included) holds it. It does not wait, because two parts of a
 /// program that both believe they are the receiver is a mistake to report, not to queue behind;
 /// the lock comes free the moment the receiver is closed or its process dies, so a restarted
@@ -29,11 +30,12 @@ public struct MailboxEnvelope<Payload: Sendable>: Sendable {
 /// Each message is delivered to a receiver once, even when several tasks receive from it at the
 /// same time; a message it does not acknowledge is delivered again to the next receiver (after a
 /// crash, or ``close()``). ``close()`` ends the receiver: a receive waiting then throws
-/// ``LiaisonError/Code/closed``, as does every later call. ``SharedContainer/suspend()`` gives the
+/// ``/Liaison/LiaisonError/Code/closed``, as does every later call. ``/Liaison/SharedContainer/suspend()`` gives the
 /// lock up (iOS must not suspend a process that holds one) and ends the receiver too: a receive
-/// waiting then throws ``LiaisonError/Code/suspended`` at once, as does every later call: make a
+/// waiting then throws ``/Liaison/LiaisonError/Code/suspended`` at once, as does every later call: make a
 /// new receiver after `resume()`.
 public final class MailboxReceiver: Sendable {
+  /// The mailbox this receiver receives from.
   public let mailbox: Mailbox
   private let held: LockGuard
   /// Woken by every send: subscribed once, before the first look at the mailbox.
@@ -82,7 +84,7 @@ public final class MailboxReceiver: Sendable {
   // MARK: Receiving
 
   /// The messages, decoded as `Payload`, as an `AsyncSequence` that waits for new ones: the
-  /// receiver's main loop. Acknowledge each with ``acknowledge(_:)`` once handled.
+  /// receiver's main loop. Acknowledge each with ``acknowledge(_:timeout:)-5vtfc`` once handled.
   ///
   /// A message that cannot be decoded as `Payload` is quarantined (see ``Mailbox``) and skipped.
   /// The sequence ends with an error if the store fails or the receiver is closed or suspended;
@@ -95,7 +97,7 @@ public final class MailboxReceiver: Sendable {
 
   /// Up to `limit` messages, waiting (without polling) until there is at least one.
   ///
-  /// - Throws: `CancellationError` when the task is cancelled while waiting; a ``LiaisonError``
+  /// - Throws: `CancellationError` when the task is cancelled while waiting; a ``/Liaison/LiaisonError``
   ///   as ``receiveAvailable(_:limit:)``.
   public func receive<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64
@@ -109,9 +111,9 @@ public final class MailboxReceiver: Sendable {
   /// Up to `limit` of the messages waiting now, without waiting; empty when there are none.
   /// Messages that cannot be decoded as `Payload` are quarantined on the way and not returned.
   ///
-  /// - Throws: ``LiaisonError/Code/closed`` when the receiver was closed;
-  ///   ``LiaisonError/Code/suspended`` when it was ended by a suspension of the container;
-  ///   ``LiaisonError/Code/corruptFile`` when the store is damaged.
+  /// - Throws: ``/Liaison/LiaisonError/Code/closed`` when the receiver was closed;
+  ///   ``/Liaison/LiaisonError/Code/suspended`` when it was ended by a suspension of the container;
+  ///   ``/Liaison/LiaisonError/Code/corruptFile`` when the store is damaged.
   public func receiveAvailable<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64
   ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
@@ -249,8 +251,10 @@ public final class MailboxReceiver: Sendable {
   /// Removes a handled message for good: it is never delivered again, to any receiver.
   /// Acknowledging a message already removed does nothing.
   ///
-  /// - Parameter timeout: how long to wait at most for another process's write of the store;
-  ///   `nil` waits as long as it takes.
+  /// - Parameters:
+  ///   - envelope: the message, as ``messages(_:batchSize:)`` or ``receive(_:limit:)`` delivered it.
+  ///   - timeout: how long to wait at most for another process's write of the store; `nil` waits
+  ///     as long as it takes.
   @available(*, noasync, message: "Use `try await acknowledge(_:timeout:)`, which does not block the cooperative pool.")
   public func acknowledge<Payload>(_ envelope: MailboxEnvelope<Payload>, timeout: Duration? = nil) throws(LiaisonError)
   {
@@ -265,9 +269,9 @@ public final class MailboxReceiver: Sendable {
 
   /// Removes handled messages for good, in one transaction.
   ///
-  /// - Throws: ``LiaisonError/Code/invalidArgument``, acknowledging nothing, when an envelope
+  /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument``, acknowledging nothing, when an envelope
   ///   comes from another mailbox (or another container's mailbox of the same name);
-  ///   ``LiaisonError/Code/timedOut``, acknowledging nothing, when another process's write of
+  ///   ``/Liaison/LiaisonError/Code/timedOut``, acknowledging nothing, when another process's write of
   ///   the store lasts longer than `timeout`.
   @available(*, noasync, message: "Use `try await acknowledge(_:timeout:)`, which does not block the cooperative pool.")
   public func acknowledge<Payload>(
@@ -359,9 +363,9 @@ public final class MailboxReceiver: Sendable {
   /// A message already acknowledged, or removed, is skipped. Handing a message back does not
   /// count as a delivery for at-least-once: it stays in the mailbox until acknowledged.
   ///
-  /// - Throws: ``LiaisonError/Code/invalidArgument``, handing nothing back, when an envelope
-  ///   comes from another mailbox; ``LiaisonError/Code/closed`` or
-  ///   ``LiaisonError/Code/suspended`` when the receiver is ended.
+  /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument``, handing nothing back, when an envelope
+  ///   comes from another mailbox; ``/Liaison/LiaisonError/Code/closed`` or
+  ///   ``/Liaison/LiaisonError/Code/suspended`` when the receiver is ended.
   public func redeliver<Payload>(_ envelopes: [MailboxEnvelope<Payload>]) throws(LiaisonError) {
     try checkHeld()
     guard !envelopes.isEmpty else { return }
@@ -384,7 +388,7 @@ public final class MailboxReceiver: Sendable {
     }
   }
 
-  /// Hands one delivered message back unacknowledged: see ``redeliver(_:)-(Array)``.
+  /// Hands one delivered message back unacknowledged: see ``redeliver(_:)-([MailboxEnvelope<Payload>])``.
   public func redeliver<Payload>(_ envelope: MailboxEnvelope<Payload>) throws(LiaisonError) {
     try redeliver([envelope])
   }
@@ -463,7 +467,7 @@ extension Mailbox {
   /// Acknowledged ids older than ``acknowledgedIDRetention`` are forgotten here, unless another
   /// process is writing the store (and at most hourly by a running receiver's acknowledgements).
   ///
-  /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another receiver, in any process, holds
+  /// - Throws: ``/Liaison/LiaisonError/Code/alreadyClaimed`` when another receiver, in any process, holds
   ///   the mailbox.
   public func receiver() throws(LiaisonError) -> MailboxReceiver {
     let lock = ProcessLock(name: name, folder: try container.privateFolder("mailbox-receivers"), container: container)

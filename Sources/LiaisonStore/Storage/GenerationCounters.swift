@@ -15,8 +15,8 @@ import Liaison
 /// read. The file only ever grows to its size and is never truncated by Liaison; one found short
 /// at open is grown back, and garbage in it only costs cache reloads. Like SQLite's own `-shm`
 /// file, which SQLite also maps, a process that truncates it under a running reader crashes that
-/// reader (SIGBUS); only a process of the same user can, which the threat model leaves out (README,
-/// "Security"; pinned by `HostileStoreFileTests.aMappedFileTruncatedUnderARunningProcessKillsIt`).
+/// reader (SIGBUS); only a process of the same user can, which the threat model leaves out (the
+/// "Security and the Threat Model" article; pinned by `HostileStoreFileTests.aMappedFileTruncatedUnderARunningProcessKillsIt`).
 final class GenerationCounters: @unchecked Sendable {
   static let slotCount = 512
   private static let size = slotCount * MemoryLayout<UInt64>.size

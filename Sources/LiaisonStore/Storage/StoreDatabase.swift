@@ -4,7 +4,7 @@ import Liaison
 
 /// One SQLite database of the store, in the container's `.liaison/store` folder, shared by every
 /// process: a GRDB `DatabasePool` (WAL: readers never wait for the writer) whose writes are
-/// serialised across processes by a ``ProcessLock`` taken before SQLite's `BEGIN IMMEDIATE`.
+/// serialised across processes by a ``/Liaison/ProcessLock`` taken before SQLite's `BEGIN IMMEDIATE`.
 ///
 /// The lock turns contention into an immediate kernel hand-off: SQLite's busy handler, which
 /// sleeps 1, 2, 5 … 100 ms between attempts, is never what a writer of Liaison's waits in. (It
@@ -180,10 +180,10 @@ final class StoreDatabase: Sendable {
   /// `db.isInsideTransaction` before its next statement, as ``DefaultsTransaction`` does for the
   /// bodies that users write.
   ///
-  /// - Throws: ``LiaisonError/Code/timedOut`` when another process holds the lock longer than
-  ///   `timeout`; ``LiaisonError/Code/invalidArgument`` when called from inside another write of
+  /// - Throws: ``/Liaison/LiaisonError/Code/timedOut`` when another process holds the lock longer than
+  ///   `timeout`; ``/Liaison/LiaisonError/Code/invalidArgument`` when called from inside another write of
   ///   this store on the same thread (it would wait for its own lock forever);
-  ///   ``LiaisonError/Code/suspended`` while the container is suspended (see ``StoreSuspension``).
+  ///   ``/Liaison/LiaisonError/Code/suspended`` while the container is suspended (see ``StoreSuspension``).
   @available(*, noasync)
   func write<T>(slot: Int? = nil, timeout: Duration? = nil, _ body: (Database) throws -> T) throws(LiaisonError) -> T {
     try suspension.access { () throws(LiaisonError) -> T in
@@ -285,7 +285,7 @@ final class StoreDatabase: Sendable {
     try suspension.access { () throws(LiaisonError) -> T in try translatingErrors { try pool.unsafeRead(body) } }
   }
 
-  /// Runs `body`, passing a ``LiaisonError`` on as it is and turning any other error into one
+  /// Runs `body`, passing a ``/Liaison/LiaisonError`` on as it is and turning any other error into one
   /// (see ``translate(_:path:)``).
   private func translatingErrors<T>(_ body: () throws -> T) throws(LiaisonError) -> T {
     do {
@@ -297,8 +297,8 @@ final class StoreDatabase: Sendable {
     }
   }
 
-  /// A GRDB or SQLite error as a ``LiaisonError`` that names the file and says what to do, and
-  /// keeps the GRDB error (with SQLite's result code) as its ``LiaisonError/cause``.
+  /// A GRDB or SQLite error as a ``/Liaison/LiaisonError`` that names the file and says what to do, and
+  /// keeps the GRDB error (with SQLite's result code) as its ``/Liaison/LiaisonError/cause``.
   static func translate(_ error: any Error, path: String) -> LiaisonError {
     guard let error = error as? DatabaseError else {
       return LiaisonError(.system, "The store '\(path)' failed: \(error)", path: path, cause: error)

@@ -5,8 +5,8 @@ import Liaison
 ///
 /// iOS terminates a suspended process that holds, or waits for, a file lock in a shared
 /// container (`0xdead10cc`), and SQLite takes such locks for reads as well as writes. So every
-/// access of the store passes through here: ``SharedContainer/suspend()`` refuses new ones with
-/// ``LiaisonError/Code/suspended``, interrupts the ones in progress (`sqlite3_interrupt`, and the
+/// access of the store passes through here: ``/Liaison/SharedContainer/suspend()`` refuses new ones with
+/// ``/Liaison/LiaisonError/Code/suspended``, interrupts the ones in progress (`sqlite3_interrupt`, and the
 /// busy handler gives up) and waits until they have ended, hence released their locks.
 ///
 /// GRDB's own suspension (`Database.suspendNotification`) is process-wide and lets WAL reads
@@ -31,7 +31,7 @@ final class StoreSuspension: @unchecked Sendable {
 
   /// Runs `body` as one access of the store, unless the container is suspended.
   ///
-  /// - Throws: ``LiaisonError/Code/suspended`` while suspended, or what `body` throws.
+  /// - Throws: ``/Liaison/LiaisonError/Code/suspended`` while suspended, or what `body` throws.
   func access<T>(_ body: () throws(LiaisonError) -> T) throws(LiaisonError) -> T {
     condition.lock()
     if suspended {
@@ -49,7 +49,7 @@ final class StoreSuspension: @unchecked Sendable {
     return try body()
   }
 
-  /// Throws ``LiaisonError/Code/suspended`` while the container is suspended.
+  /// Throws ``/Liaison/LiaisonError/Code/suspended`` while the container is suspended.
   func check() throws(LiaisonError) {
     if isSuspended { throw suspendedError }
   }

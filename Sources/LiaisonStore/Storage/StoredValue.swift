@@ -22,7 +22,7 @@ package struct StoredValue: Sendable {
   /// `value` encoded: a `Data` as its bytes, anything else as JSON.
   ///
   /// - Parameter what: how a message names the value ("The value for 'theme' in 'settings'").
-  /// - Throws: ``LiaisonError/Code/invalidArgument`` when the encoder fails.
+  /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` when the encoder fails.
   init(encoding value: some Encodable, with encoder: JSONEncoder, what: String) throws(LiaisonError) {
     if let data = value as? Data {
       self.init(kind: .data, bytes: data)
@@ -38,7 +38,7 @@ package struct StoredValue: Sendable {
   /// JSON text as given, for tools that do not know the type (`liaison defaults write`, `liaison
   /// send`).
   ///
-  /// - Throws: ``LiaisonError/Code/invalidArgument`` when `json` is not JSON.
+  /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` when `json` is not JSON.
   init(json: Data, what: String) throws(LiaisonError) {
     guard (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) != nil else {
       throw LiaisonError(.invalidArgument, "\(what) is not valid JSON.")
@@ -46,7 +46,7 @@ package struct StoredValue: Sendable {
     self.init(kind: .json, bytes: json)
   }
 
-  /// Throws ``LiaisonError/Code/tooLarge`` when the stored form is over `maximum` bytes.
+  /// Throws ``/Liaison/LiaisonError/Code/tooLarge`` when the stored form is over `maximum` bytes.
   func checkSize(_ maximum: Int, what: String, advice: String) throws(LiaisonError) {
     guard bytes.count <= maximum else {
       throw LiaisonError(
