@@ -90,7 +90,10 @@ let package = Package(
     // The "other process" that the tests spawn: it holds, waits, claims and crashes on command.
     .executableTarget(
       name: "LiaisonTestPeer",
-      dependencies: ["Liaison", "LiaisonStore", "LiaisonTestSupport", .product(name: "GRDB", package: "GRDB.swift")],
+      dependencies: [
+        "Liaison", "LiaisonStore", "LiaisonPostgres", "LiaisonTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
+        .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
+      ],
       swiftSettings: strictSettings
     ),
     // The fuzzer's targets: the name rule, every record read from disk, what the CLI parses. Built

@@ -98,8 +98,9 @@
       PostgresSignal(container: self, name: try LiaisonName(name))
     }
 
-    /// Runs one statement on a connection that holds nothing.
-    func query(_ query: PostgresQuery, doing what: String) async throws -> [PostgresRow] {
+    /// Runs one statement on a connection that holds nothing (the tests prepare and read their
+    /// tables with it).
+    package func query(_ query: PostgresQuery, doing what: String) async throws -> [PostgresRow] {
       try await connector.query(query, doing: what)
     }
   }

@@ -175,19 +175,24 @@
     func resolveID() async throws -> Int32 {
       if let id = rowID.withLock({ $0 }) { return id }
       let namespace = container.namespace.rawValue
-      let rows = try await container.query(
-        """
-        WITH made AS (
-          INSERT INTO liaison.presence (namespace, name) VALUES (\(namespace), \(name.rawValue))
-          ON CONFLICT (namespace, name) DO NOTHING RETURNING id)
-        SELECT id FROM made UNION ALL
-        SELECT id FROM liaison.presence WHERE namespace = \(namespace) AND name = \(name.rawValue)
-        """, doing: "register the presence '\(name)'")
-      guard let id = try rows.first?.decode(Int32.self) else {
-        throw LiaisonError(.system, "The server returned no row for the presence '\(name)'.")
+      // Two attempts: a process whose insert met another's uncommitted one inserts nothing and,
+      // in the same statement's snapshot, does not see the other's row either; the second
+      // statement, with a later snapshot, does.
+      for _ in 0..<2 {
+        let rows = try await container.query(
+          """
+          WITH made AS (
+            INSERT INTO liaison.presence (namespace, name) VALUES (\(namespace), \(name.rawValue))
+            ON CONFLICT (namespace, name) DO NOTHING RETURNING id)
+          SELECT id FROM made UNION ALL
+          SELECT id FROM liaison.presence WHERE namespace = \(namespace) AND name = \(name.rawValue)
+          """, doing: "register the presence '\(name)'")
+        if let id = try rows.first?.decode(Int32.self) {
+          rowID.withLock { $0 = id }
+          return id
+        }
       }
-      rowID.withLock { $0 = id }
-      return id
+      throw LiaisonError(.system, "The server returned no row for the presence '\(name)'.")
     }
   }
 

@@ -1,6 +1,6 @@
 // The "other process" of Liaison's tests.
 //
-//   LiaisonTestPeer CONTAINER
+//   LiaisonTestPeer CONTAINER     a folder, or a PostgreSQL place (see PlaceCommands.swift)
 //   LiaisonTestPeer --help        lists every command, with its arguments and answer
 //
 // Reads one command a line on standard input and answers one line on standard output, so that a
@@ -23,7 +23,7 @@ import Liaison
 
 let commandTables = [
   lockCommands, presenceCommands, signalCommands, defaultsCommands, databaseCommands, mailboxCommands,
-  processCommands,
+  processCommands, placeCommands, postgresCommands,
 ]
 let commands = Dictionary(
   commandTables.joined().map { ($0.name, $0) },
@@ -34,7 +34,7 @@ if CommandLine.arguments.dropFirst().first == "--help" {
   exit(0)
 }
 
-_ = container  // opened (or the usage or the error said) before `ready`
+_ = place  // opened (or the usage or the error said) before `ready`
 say("ready \(getpid())")
 while let line = readLine() {
   let words = line.split(separator: " ").map(String.init)

@@ -38,10 +38,15 @@ public final class TemporaryDirectory: @unchecked Sendable {
 public final class Peer: @unchecked Sendable {
   public let child: ChildProcess
 
-  /// Starts a peer on `container`, with `environment` added to this process's.
-  public init(container: String, environment: [String: String]? = nil) throws {
-    child = try ChildProcess(
-      productsDirectory().appendingPathComponent("LiaisonTestPeer").path, [container], environment: environment)
+  /// Starts a peer on `container` (a folder, or a PostgreSQL place: see the peer's
+  /// `PlaceCommands.swift`), with `environment` added to this process's. `launcher` turns the
+  /// peer's command line into the one to run (``NetworkNamespace/command(_:)`` runs it inside a
+  /// network namespace).
+  public init(
+    container: String, environment: [String: String]? = nil, launcher: ([String]) -> [String] = { $0 }
+  ) throws {
+    let command = launcher([productsDirectory().appendingPathComponent("LiaisonTestPeer").path, container])
+    child = try ChildProcess(command[0], Array(command.dropFirst()), environment: environment)
     let greeting = try child.readLine()
     guard greeting.hasPrefix("ready ") else { throw PeerError("peer said '\(greeting)' instead of ready") }
   }

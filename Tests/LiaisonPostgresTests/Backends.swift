@@ -1,0 +1,94 @@
+#if Postgres
+  import Foundation
+  import Liaison
+  import LiaisonPostgres
+  import LiaisonTestSupport
+  import Testing
+
+  /// Where a conformance test runs: the same test, on a folder or on PostgreSQL.
+  enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case local
+    case postgres
+
+    var testDescription: String { rawValue }
+  }
+
+  /// A place for one test on one backend: the argument its peers get, and the place opened in the
+  /// test's process. A PostgreSQL place gets a namespace of its own on the shared test server.
+  struct BackendPlace: Sendable {
+    let backend: Backend
+    /// The peer's argument: a folder, or `URL#NAMESPACE`.
+    let spec: String
+    let namespace: String
+    let server: PostgresTestServer?
+    private let directory: TemporaryDirectory?
+
+    /// Needs PostgreSQL to be installed for the `postgres` backend (``PostgresTestServer/mustRun``).
+    static let postgresMessage: Comment = "needs PostgreSQL (apt-get install postgresql)"
+
+    init(_ backend: Backend, server: PostgresTestServer? = nil, host: String? = nil, namespace: String? = nil) throws {
+      self.backend = backend
+      self.namespace = namespace ?? "test-\(UInt32.random(in: 0...UInt32.max))"
+      switch backend {
+      case .local:
+        directory = TemporaryDirectory()
+        self.server = nil
+        spec = directory!.path
+      case .postgres:
+        directory = nil
+        let server = try server ?? PostgresTestServer.shared.get()
+        self.server = server
+        spec = Self.url(server, host: host) + "#" + self.namespace
+      }
+    }
+
+    static func url(_ server: PostgresTestServer, host: String? = nil) -> String {
+      (host.map { server.url(host: $0) } ?? server.url) + "?sslmode=disable"
+    }
+
+    /// The place, opened in this process.
+    func open(detectionBound: Duration = PostgresContainer.defaultDetectionBound) async throws
+      -> any CoordinationPlace
+    {
+      switch backend {
+      case .local: return try SharedContainer(directory: spec)
+      case .postgres:
+        return try await PostgresContainer(
+          url: Self.url(server!), namespace: namespace, detectionBound: detectionBound)
+      }
+    }
+
+    /// A peer process on the place.
+    func peer(environment: [String: String]? = nil, launcher: @escaping ([String]) -> [String] = { $0 }) throws
+      -> Peer
+    {
+      try Peer(container: spec, environment: environment, launcher: launcher)
+    }
+
+    /// Whether the peer `pid` waits for the lock `name`: asleep in the kernel (a folder), or in
+    /// the server's lock queue (PostgreSQL).
+    func waits(_ pid: Int32, for name: String) throws -> Bool {
+      switch backend {
+      case .local:
+        return try KernelLocks.hasBlockedWaiter(pid: pid)
+      case .postgres:
+        let count = try server!.psql(
+          """
+          SELECT count(*) FROM pg_locks l JOIN liaison.lock k ON l.objid = k.id::oid
+          WHERE l.locktype = 'advisory' AND NOT l.granted AND k.namespace = '\(namespace)' AND k.name = '\(name)'
+          """)
+        return Int(count.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 > 0
+      }
+    }
+  }
+
+  /// Reads the monotonic time at the end of a peer's answer (`… NS`).
+  func timestamp(_ answer: String) throws -> UInt64 {
+    try #require(UInt64(answer.split(separator: " ").last ?? ""), "no time in '\(answer)'")
+  }
+
+  /// Milliseconds from `start` to `end` (monotonic ns).
+  func milliseconds(from start: UInt64, to end: UInt64) -> Double {
+    end >= start ? Double(end - start) / 1e6 : -Double(start - end) / 1e6
+  }
+#endif

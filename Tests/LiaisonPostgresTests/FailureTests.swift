@@ -1,0 +1,157 @@
+#if Postgres
+  import Foundation
+  import Liaison
+  import LiaisonPostgres
+  import LiaisonTestSupport
+  import Testing
+
+  #if canImport(Glibc)
+    import Glibc
+  #endif
+
+  /// What the network and the server do to locks on PostgreSQL: a server restart, a cut network,
+  /// a paused holder; and fencing tokens refusing whoever held a lock that ended. Each test has a
+  /// server of its own, since it stops it, cuts it off, or owns its counter table.
+  @Suite("PostgreSQL: restarts, dead hosts, paused holders")
+  struct FailureTests {
+    /// The counter the fenced increments write: one row, with the largest token written.
+    private func makeCounter(_ server: PostgresTestServer) throws {
+      try server.psql(
+        """
+        CREATE TABLE liaison_test_counter (id integer PRIMARY KEY, value bigint NOT NULL, fencing_token bigint NOT NULL);
+        INSERT INTO liaison_test_counter VALUES (1, 0, 0)
+        """)
+    }
+
+    private func counter(_ server: PostgresTestServer) throws -> String {
+      try server.psql("SELECT value FROM liaison_test_counter WHERE id = 1").trimmingCharacters(
+        in: .whitespacesAndNewlines)
+    }
+
+    /// The server stops while a lock is held: the holder is told at once (its connection closes),
+    /// before the server is back and another process can take the lock; tokens after the restart
+    /// are larger than before it.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func aServerRestartLosesTheLockAndTokensKeepGrowing() throws {
+      let server = try PostgresTestServer.start()
+      let place = try BackendPlace(.postgres, server: server)
+      let holder = try place.peer()
+      let before = try #require(UInt64(try holder.send("place-lock job").split(separator: " ")[1]))
+      holder.child.write("place-lost job")
+      try server.stop()
+      let lost = try holder.child.readLine(timeout: 60)
+      #expect(lost.hasPrefix("ok lost"), "\(lost)")
+      try server.startAgain()
+      let other = try place.peer()
+      let answer = try other.send("place-lock job").split(separator: " ")
+      let after = try #require(UInt64(answer[1]))
+      #expect(after > before, "token \(after) after the restart, \(before) before")
+      #expect(milliseconds(from: try timestamp(lost), to: try #require(UInt64(answer[2]))) > 0)
+    }
+
+    /// A dead host: the holder's network is cut (a network namespace whose link drops every
+    /// packet). Another process takes the lock within the detection bound (10 s); the cut-off
+    /// holder learns it lost the lock before that, and once reconnected, its write with its old
+    /// token is refused.
+    @Test(.enabled(if: PostgresTestServer.mustRun && NetworkNamespace.mustRun, "needs PostgreSQL and root (ip netns)"))
+    func aCutOffHolderLosesTheLockWithinTheBoundAndLearnsItFirst() throws {
+      let network = try NetworkNamespace.create()
+      let server = try PostgresTestServer.start(listenAddresses: ["127.0.0.1", network.hostAddress])
+      try makeCounter(server)
+      let local = try BackendPlace(.postgres, server: server)
+      let remote = try BackendPlace(.postgres, server: server, host: network.hostAddress, namespace: local.namespace)
+      let holder = try remote.peer(launcher: network.command)
+      let first = try #require(UInt64(try holder.send("place-lock job").split(separator: " ")[1]))
+      #expect(try holder.send("pg-fencedwrite \(first)") == "applied")
+      holder.child.write("place-lost job")
+      let waiter = try local.peer()
+      waiter.child.write("place-lock job")
+      try waitUntil("the waiter waits for the lock") { try local.waits(waiter.pid, for: "job") }
+      let cutAt = monotonicNanoseconds()
+      try network.cut()
+      let taken = try waiter.child.readLine(timeout: 60)
+      let lost = try holder.child.readLine(timeout: 60)
+      try network.restore()
+      #expect(taken.hasPrefix("ok locked"), "\(taken)")
+      #expect(lost.hasPrefix("ok lost"), "\(lost)")
+      let takenAfter = milliseconds(from: cutAt, to: try timestamp(taken))
+      let lostAfter = milliseconds(from: cutAt, to: try timestamp(lost))
+      print(
+        "dead host: the holder learned of the loss \(lostAfter) ms after the cut, another process took the lock at \(takenAfter) ms"
+      )
+      #expect(takenAfter <= 10_000, "another process took the lock \(takenAfter) ms after the cut")
+      #expect(lostAfter < takenAfter, "the holder learned of the loss at \(lostAfter) ms, after the other took it")
+      let second = try #require(UInt64(taken.split(separator: " ")[2]))
+      #expect(second > first)
+      #expect(try waiter.send("pg-fencedwrite \(second)") == "applied")
+      // Its old connections may have been dropped by the server: a write may fail once with
+      // "unavailable"; it must never be applied.
+      var verdict = try holder.ask("pg-fencedwrite \(first)")
+      if !verdict.hasPrefix("ok") { verdict = try holder.ask("pg-fencedwrite \(first)") }
+      #expect(verdict == "ok refused")
+      #expect(try counter(server) == "2")
+    }
+
+    /// 8 processes × 200 increments under one lock, each guarded by its fencing token: exactly
+    /// 1,600, and no write refused (every holder held the lock when it wrote).
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func eightProcessesIncrementExactlyUnderOneLock() throws {
+      let server = try PostgresTestServer.start()
+      try makeCounter(server)
+      let place = try BackendPlace(.postgres, server: server)
+      let peers = try (0..<8).map { _ in try place.peer() }
+      for peer in peers { peer.child.write("pg-fencedincrement job 200") }
+      var applied = 0
+      for peer in peers {
+        let answer = try peer.child.readLine(timeout: 300)
+        let counts = answer.split(separator: " ")
+        try #require(counts.count == 3 && counts[0] == "ok", "\(answer)")
+        applied += Int(counts[1])!
+        #expect(counts[2] == "0", "writes refused: \(answer)")
+      }
+      #expect(applied == 1_600)
+      #expect(try counter(server) == "1600")
+    }
+
+    /// A holder paused (SIGSTOP) while its session is ended (here by `pg_terminate_backend`, as a
+    /// server restart or a cut network would): another process takes the lock and writes; the
+    /// paused holder, resumed, writes with its old token and is refused.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func theFencingTokenRefusesAPausedHolder() throws {
+      let server = try PostgresTestServer.start()
+      try makeCounter(server)
+      let place = try BackendPlace(.postgres, server: server)
+      let paused = try place.peer()
+      let old = try #require(UInt64(try paused.send("place-lock job").split(separator: " ")[1]))
+      #expect(Glibc.kill(paused.pid, SIGSTOP) == 0)
+      let terminated = try server.psql(
+        """
+        SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+        WHERE locktype = 'advisory' AND granted AND classid = \(0x4C49_4C4B)::oid
+        """)
+      #expect(terminated.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+      let next = try place.peer()
+      let new = try #require(UInt64(try next.send("place-lock job 60000").split(separator: " ")[1]))
+      #expect(new > old)
+      #expect(try next.send("pg-fencedwrite \(new)") == "applied")
+      #expect(Glibc.kill(paused.pid, SIGCONT) == 0)
+      #expect(try paused.send("pg-fencedwrite \(old)") == "refused")
+      #expect(try paused.send("place-lost job").hasPrefix("lost"))
+      #expect(try counter(server) == "1")
+    }
+
+    /// Observers' notifications survive the server's restart: the listening connection comes
+    /// back, and a post after the restart reaches the observer.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func notificationsSurviveAServerRestart() throws {
+      let server = try PostgresTestServer.start()
+      let place = try BackendPlace(.postgres, server: server)
+      let observer = try place.peer()
+      try observer.send("place-observe changed")
+      try server.restart()
+      let poster = try place.peer()
+      try poster.send("place-post changed 5")
+      #expect(try observer.send("place-nextnotification").hasPrefix("5 "))
+    }
+  }
+#endif
