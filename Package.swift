@@ -91,7 +91,8 @@ let package = Package(
     .executableTarget(
       name: "LiaisonTestPeer",
       dependencies: [
-        "Liaison", "LiaisonStore", "LiaisonPostgres", "LiaisonTestSupport", .product(name: "GRDB", package: "GRDB.swift"),
+        "Liaison", "LiaisonStore", "LiaisonPostgres", "LiaisonTestSupport",
+        .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
       ],
       swiftSettings: strictSettings

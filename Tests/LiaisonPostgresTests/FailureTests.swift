@@ -5,10 +5,6 @@
   import LiaisonTestSupport
   import Testing
 
-  #if canImport(Glibc)
-    import Glibc
-  #endif
-
   /// What the network and the server do to locks on PostgreSQL: a server restart, a cut network,
   /// a paused holder; and fencing tokens refusing whoever held a lock that ended. Each test has a
   /// server of its own, since it stops it, cuts it off, or owns its counter table.
@@ -123,7 +119,7 @@
       let place = try BackendPlace(.postgres, server: server)
       let paused = try place.peer()
       let old = try #require(UInt64(try paused.send("place-lock job").split(separator: " ")[1]))
-      #expect(Glibc.kill(paused.pid, SIGSTOP) == 0)
+      paused.child.kill(SIGSTOP)
       let terminated = try server.psql(
         """
         SELECT count(pg_terminate_backend(pid)) FROM pg_locks
@@ -134,7 +130,7 @@
       let new = try #require(UInt64(try next.send("place-lock job 60000").split(separator: " ")[1]))
       #expect(new > old)
       #expect(try next.send("pg-fencedwrite \(new)") == "applied")
-      #expect(Glibc.kill(paused.pid, SIGCONT) == 0)
+      paused.child.kill(SIGCONT)
       #expect(try paused.send("pg-fencedwrite \(old)") == "refused")
       #expect(try paused.send("place-lost job").hasPrefix("lost"))
       #expect(try counter(server) == "1")
