@@ -73,8 +73,11 @@ struct StoreWaitTests {
     try peer.send("holdlock store mailboxes.write")
     // A receive that ends before the peer lets go failed: the wait below reports its error.
     let failures = Locked<[String]>([])
+    // High priority: the cooperative pool (2 threads here) runs queued jobs by priority, and the
+    // test runner queues every other test at the start; at the default priority these tasks would
+    // wait behind all of them (under TSan in CI, for over a minute).
     let receiving = receivers.map { receiver in
-      Task.detached {
+      Task.detached(priority: .high) {
         do {
           return try await receiver.receive(Int.self, limit: 1)
         } catch {
@@ -83,7 +86,7 @@ struct StoreWaitTests {
         }
       }
     }
-    try await waitUntilOffThePool("every receive waits on a thread of its own") {
+    try await waitUntilOffThePool("every receive waits on a thread of its own", timeout: 300) {
       if let failure = failures.withLock({ $0.first }) { throw ReceiveFailed(description: failure) }
       return threadsNamed("liaison-wait") >= count
     }
