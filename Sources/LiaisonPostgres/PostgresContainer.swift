@@ -4,9 +4,9 @@
   import PostgresNIO
 
   /// A place in a PostgreSQL database where processes on any number of hosts coordinate: the
-  /// analogue of ``SharedContainer`` for a fleet. Its locks, presences and signals have the local
-  /// ones' names and meanings (see ``CoordinationPlace``), with two differences the network
-  /// brings: a hold ends when its connection does (``HeldLock/loss``), and a dead peer is noticed
+  /// analogue of ``/Liaison/SharedContainer`` for a fleet. Its locks, presences and signals have the local
+  /// ones' names and meanings (see ``/Liaison/CoordinationPlace``), with two differences the network
+  /// brings: a hold ends when its connection does (``/Liaison/HeldLock/loss``), and a dead peer is noticed
   /// within the **detection bound** rather than at once.
   ///
   /// ```swift
@@ -41,9 +41,14 @@
     /// `postgres://USER@/DATABASE?host=/var/run/postgresql`; `sslmode=disable|prefer|require`
     /// chooses TLS (default: `prefer`).
     ///
-    /// - Throws: ``LiaisonError/Code/invalidArgument`` for a URL that cannot be read,
-    ///   ``LiaisonError/Code/invalidName`` for a namespace that breaks the naming rule, and
-    ///   ``LiaisonError/Code/unavailable`` when the server cannot be reached.
+    /// - Parameters:
+    ///   - url: where the server is, and who connects.
+    ///   - namespace: the namespace of the place's names (see ``namespace``).
+    ///   - detectionBound: how soon a dead peer is noticed (see
+    ///     ``init(configuration:namespace:detectionBound:)``).
+    /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a URL that cannot be read,
+    ///   ``/Liaison/LiaisonError/Code/invalidName`` for a namespace that breaks the naming rule, and
+    ///   ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
     public convenience init(
       url: String, namespace: String, detectionBound: Duration = PostgresContainer.defaultDetectionBound
     ) async throws {
@@ -53,13 +58,17 @@
 
     /// Opens the place with a postgres-nio configuration.
     ///
-    /// - Parameter detectionBound: how soon a dead peer is noticed (default 10 s, at least 2 s).
-    ///   A holder whose host dies or whose network is cut loses its locks and claims within this
-    ///   bound (the server ends its session); a waiter then takes the lock, and an observer sees
-    ///   the presence released. The cut-off holder learns of the loss earlier than the server
-    ///   lets another process in. A holder that is killed, or that closes its connection, is
-    ///   noticed at once. Smaller bounds cost more heartbeats: one round trip per held lock or
-    ///   claim every seventh of the bound.
+    /// - Parameters:
+    ///   - configuration: where the server is, and who connects; Liaison adds its keepalive
+    ///     settings to the startup parameters.
+    ///   - namespace: the namespace of the place's names (see ``namespace``).
+    ///   - detectionBound: how soon a dead peer is noticed (default 10 s, at least 2 s).
+    ///     A holder whose host dies or whose network is cut loses its locks and claims within
+    ///     this bound (the server ends its session); a waiter then takes the lock, and an
+    ///     observer sees the presence released. The cut-off holder learns of the loss earlier
+    ///     than the server lets another process in. A holder that is killed, or that closes its
+    ///     connection, is noticed at once. Smaller bounds cost more heartbeats: one round trip per held lock or
+    ///     claim every seventh of the bound.
     public init(
       configuration: PostgresConnection.Configuration, namespace: String,
       detectionBound: Duration = PostgresContainer.defaultDetectionBound
@@ -83,7 +92,7 @@
       connector.closeIdle()
     }
 
-    /// The lock called `name` (see ``LiaisonName`` for the rule names follow).
+    /// The lock called `name` (see ``/Liaison/LiaisonName`` for the rule names follow).
     public func lock(_ name: String) throws(LiaisonError) -> PostgresLock {
       PostgresLock(container: self, name: try LiaisonName(name))
     }

@@ -2,7 +2,7 @@
   import Liaison
   import PostgresNIO
 
-  /// PostgreSQL's and postgres-nio's errors as ``LiaisonError``s that say what to do.
+  /// PostgreSQL's and postgres-nio's errors as ``/Liaison/LiaisonError``s that say what to do.
   enum PostgresErrors {
     /// The SQLSTATE of a server error, if `error` is one.
     static func sqlState(_ error: any Error) -> String? {

@@ -3,8 +3,8 @@
   import PostgresNIO
 
   /// A lock shared by processes on any number of hosts: a PostgreSQL session-level advisory
-  /// lock, held on a connection of its own. Same operations and meaning as ``ProcessLock``:
-  /// exclusive or shared, `tryLock`, `lock(timeout:)`, `withLock` (from ``CoordinationLock``).
+  /// lock, held on a connection of its own. Same operations and meaning as ``/Liaison/ProcessLock``:
+  /// exclusive or shared, `tryLock`, `lock(timeout:)`, `withLock` (from ``/Liaison/CoordinationLock``).
   ///
   /// The server releases the lock when the holder's session ends: at once when the holder's
   /// process dies or closes its connection, within the container's detection bound when its
@@ -29,7 +29,7 @@
 
     /// Takes the lock if it is free, without waiting; `nil` when another holder has it.
     ///
-    /// - Throws: ``LiaisonError/Code/unavailable`` when the server cannot be reached.
+    /// - Throws: ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
     public func tryLock(_ mode: LockMode = .exclusive) async throws -> PostgresLockGuard? {
       let id = try await resolveID()
       let connector = container.connector
@@ -53,9 +53,9 @@
     /// Takes the lock, waiting at most `timeout` (`nil`: as long as it takes). The wait is the
     /// server's: a waiter is granted the lock as soon as the holder's session ends.
     ///
-    /// - Throws: ``LiaisonError/Code/timedOut`` when the timeout passes first,
+    /// - Throws: ``/Liaison/LiaisonError/Code/timedOut`` when the timeout passes first,
     ///   `CancellationError` when the task is cancelled while waiting (the wait is cancelled on
-    ///   the server too), ``LiaisonError/Code/unavailable`` when the server cannot be reached.
+    ///   the server too), ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
     public func lock(_ mode: LockMode = .exclusive, timeout: Duration? = nil) async throws -> PostgresLockGuard {
       try ProcessLock.check(timeout)
       if let held = try await tryLock(mode) { return held }
@@ -182,7 +182,7 @@
     /// Whether the lock is still held: `false` once unlocked or lost.
     public var isHeld: Bool { session.isHeld }
 
-    /// Why the lock was lost (code ``LiaisonError/Code/lost``): its connection closed (a server
+    /// Why the lock was lost (code ``/Liaison/LiaisonError/Code/lost``): its connection closed (a server
     /// restart, a terminated session) or stopped answering (a cut network, within the detection
     /// bound). `nil` while held and after ``unlock()``.
     public var loss: LiaisonError? { session.loss }
@@ -203,7 +203,7 @@
     ///
     /// No row updated means a later holder has written: stop.
     ///
-    /// - Throws: ``LiaisonError/Code/invalidArgument`` for a shared lock.
+    /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a shared lock.
     public func fencingToken() throws(LiaisonError) -> UInt64 {
       guard mode == .exclusive else {
         throw LiaisonError(

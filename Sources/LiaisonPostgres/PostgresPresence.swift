@@ -5,7 +5,7 @@
 
   /// "Is it running?" across hosts: a claim is an advisory lock held on a connection of its own,
   /// with a holder record (host, process id, info, since) in `liaison.presence`. Same meaning as
-  /// ``Presence``'s claims: active while the holder's session lasts, released by the server when
+  /// ``/Liaison/Presence``'s claims: active while the holder's session lasts, released by the server when
   /// it ends — at once when the holder's process dies, within the detection bound when its host
   /// dies or its network is cut.
   ///
@@ -24,11 +24,11 @@
     }
 
     /// Claims the presence for this process, with `info` for observers to read (at most
-    /// ``Presence/maximumInfoLength`` bytes). One round trip.
+    /// ``/Liaison/Presence/maximumInfoLength`` bytes). One round trip.
     ///
-    /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another holder has it (the message
-    ///   names it), ``LiaisonError/Code/tooLarge`` for a long `info`,
-    ///   ``LiaisonError/Code/unavailable`` when the server cannot be reached.
+    /// - Throws: ``/Liaison/LiaisonError/Code/alreadyClaimed`` when another holder has it (the message
+    ///   names it), ``/Liaison/LiaisonError/Code/tooLarge`` for a long `info`,
+    ///   ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
     public func claim(info: String? = nil) async throws -> PostgresPresenceClaim {
       if let info, info.utf8.count > Presence.maximumInfoLength {
         throw LiaisonError(
@@ -222,7 +222,7 @@
 
     /// Whether the claim is held: `false` once released or lost.
     public var isHeld: Bool { session.isHeld }
-    /// Why the claim was lost (code ``LiaisonError/Code/lost``); `nil` while held and after
+    /// Why the claim was lost (code ``/Liaison/LiaisonError/Code/lost``); `nil` while held and after
     /// ``release()``.
     public var loss: LiaisonError? { session.loss }
     /// Waits until the claim is lost and returns why; `nil` once released, or when cancelled.

@@ -4,7 +4,7 @@
 
   /// A signal shared by processes on any number of hosts: its state in a row of
   /// `liaison.signal`, its notification a PostgreSQL `NOTIFY` committed with the post. Same
-  /// meaning as ``Signal``: after every post, each observer receives at least one notification
+  /// meaning as ``/Liaison/Signal``: after every post, each observer receives at least one notification
   /// whose state is no older than that post's; posts close together may be delivered as one.
   ///
   /// A process listens on one connection for all the signals it observes. If that connection
@@ -66,7 +66,7 @@
     /// `AsyncSequence` for one iteration. Cancelling the iterating task ends it.
     ///
     /// - Parameter ignoringOwnPosts: skip the posts of this process's container.
-    /// - Throws: ``LiaisonError/Code/unavailable`` when the server cannot be reached.
+    /// - Throws: ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
     public func notifications(ignoringOwnPosts: Bool = false) async throws -> PostgresSignalNotifications {
       let (stream, continuation) = AsyncStream.makeStream(
         of: SignalNotification.self, bufferingPolicy: .bufferingNewest(1))
