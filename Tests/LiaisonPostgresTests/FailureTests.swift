@@ -136,6 +136,34 @@
       #expect(try counter(server) == "1")
     }
 
+    /// A lock lost while `withLock`'s body runs (its session terminated, as by a restart): the
+    /// body's task is cancelled, `withLock` throws the loss, and the guard says why.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func withLockCancelsItsBodyWhenTheLockIsLost() async throws {
+      let server = try PostgresTestServer.start()
+      let place = try await PostgresContainer(
+        url: BackendPlace.url(server), namespace: "withlock", detectionBound: .seconds(10))
+      let (started, entered) = AsyncStream.makeStream(of: Void.self)
+      let running = Task {
+        try await place.lock("job").withLock {
+          entered.yield()
+          try? await Task.sleep(for: .seconds(3600))  // ends when cancelled
+          return Task.isCancelled
+        }
+      }
+      var iterator = started.makeAsyncIterator()
+      await iterator.next()
+      let terminated = try server.psql(
+        """
+        SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+        WHERE locktype = 'advisory' AND granted AND classid = \(0x4C49_4C4B)::oid
+        """)
+      #expect(terminated.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+      let error = await #expect(throws: LiaisonError.self) { try await running.value }
+      #expect(error?.code == .lost)
+      #expect(try await place.lock("job").tryLock(.exclusive) != nil)
+    }
+
     /// Observers' notifications survive the server's restart: the listening connection comes
     /// back, and a post after the restart reaches the observer.
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
