@@ -20,11 +20,12 @@
     public let name: LiaisonName
     let container: PostgresContainer
     /// The lock's row id (the second key of its advisory lock), once known.
-    private let rowID = Locked<Int32?>(nil)
+    private let rowID: RowID
 
     init(container: PostgresContainer, name: LiaisonName) {
       self.container = container
       self.name = name
+      rowID = RowID(.lock, name: name, in: container)
     }
 
     /// Takes the lock if it is free, without waiting; `nil` when another holder has it.
@@ -134,29 +135,8 @@
       return UInt64(bitPattern: try row.decode(Int64.self))
     }
 
-    /// The lock's row id, made on first use.
-    func resolveID() async throws -> Int32 {
-      if let id = rowID.withLock({ $0 }) { return id }
-      let namespace = container.namespace.rawValue
-      // Two attempts: a process whose insert met another's uncommitted one inserts nothing and,
-      // in the same statement's snapshot, does not see the other's row either; the second
-      // statement, with a later snapshot, does.
-      for _ in 0..<2 {
-        let rows = try await container.query(
-          """
-          WITH made AS (
-            INSERT INTO liaison.lock (namespace, name) VALUES (\(namespace), \(name.rawValue))
-            ON CONFLICT (namespace, name) DO NOTHING RETURNING id)
-          SELECT id FROM made UNION ALL
-          SELECT id FROM liaison.lock WHERE namespace = \(namespace) AND name = \(name.rawValue)
-          """, doing: "register the lock '\(name)'")
-        if let id = try rows.first?.decode(Int32.self) {
-          rowID.withLock { $0 = id }
-          return id
-        }
-      }
-      throw LiaisonError(.system, "The server returned no row for the lock '\(name)'.")
-    }
+    /// The row id, the second key of the advisory locks; registered on first use.
+    func resolveID() async throws -> Int32 { try await rowID.resolve() }
   }
 
   /// A held ``PostgresLock``. Released by ``unlock()``, when the guard is deallocated (its

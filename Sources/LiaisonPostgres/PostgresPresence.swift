@@ -16,11 +16,12 @@
     /// The presence's name.
     public let name: LiaisonName
     let container: PostgresContainer
-    private let rowID = Locked<Int32?>(nil)
+    private let rowID: RowID
 
     init(container: PostgresContainer, name: LiaisonName) {
       self.container = container
       self.name = name
+      rowID = RowID(.presence, name: name, in: container)
     }
 
     /// Claims the presence for this process, with `info` for observers to read (at most
@@ -171,29 +172,8 @@
       }
     }
 
-    /// The presence's row id, made on first use.
-    func resolveID() async throws -> Int32 {
-      if let id = rowID.withLock({ $0 }) { return id }
-      let namespace = container.namespace.rawValue
-      // Two attempts: a process whose insert met another's uncommitted one inserts nothing and,
-      // in the same statement's snapshot, does not see the other's row either; the second
-      // statement, with a later snapshot, does.
-      for _ in 0..<2 {
-        let rows = try await container.query(
-          """
-          WITH made AS (
-            INSERT INTO liaison.presence (namespace, name) VALUES (\(namespace), \(name.rawValue))
-            ON CONFLICT (namespace, name) DO NOTHING RETURNING id)
-          SELECT id FROM made UNION ALL
-          SELECT id FROM liaison.presence WHERE namespace = \(namespace) AND name = \(name.rawValue)
-          """, doing: "register the presence '\(name)'")
-        if let id = try rows.first?.decode(Int32.self) {
-          rowID.withLock { $0 = id }
-          return id
-        }
-      }
-      throw LiaisonError(.system, "The server returned no row for the presence '\(name)'.")
-    }
+    /// The row id, the second key of the advisory locks; registered on first use.
+    func resolveID() async throws -> Int32 { try await rowID.resolve() }
   }
 
   /// The changes of a ``PostgresPresence``, from ``PostgresPresence/changes()``.
