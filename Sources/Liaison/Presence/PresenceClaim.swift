@@ -61,6 +61,7 @@ public final class PresenceClaim: Sendable {
         Syscall.close(fd)
       }
       state.held = false
+      state.end.restart()  // a claim released while suspended is released, not lost
       return (true, state.end.end(nil))
     }
     waiters.resumeAll(nil)
