@@ -82,8 +82,9 @@ let package = Package(
     .executableTarget(
       name: "liaison-bench",
       dependencies: [
-        "Liaison", "LiaisonStore", "KernelLockTable", "ChildProcesses",
+        "Liaison", "LiaisonStore", "KernelLockTable", "ChildProcesses", "LiaisonPostgres", "LiaisonTestSupport",
         .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
+        .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
       ],
       swiftSettings: strictSettings
     ),

@@ -133,6 +133,8 @@ enum PeerRole {
       try Chaos.work(container: arguments[0], log: arguments[1], index: Int(arguments[2])!, seed: UInt64(arguments[3])!)
     case "claimer":
       try PresenceScenarios.claimAndWait(container: arguments[0], name: arguments[1], input: input, output: output)
+    case _ where role.hasPrefix("pg-"):
+      try PostgresScenarios.peer(role, arguments, input: input, output: output)
     default:
       fatalError("unknown peer role \(role)")
     }

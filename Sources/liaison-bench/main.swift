@@ -3,6 +3,8 @@
 //   swift run -c release liaison-bench [SCENARIO…] [--json]
 //   swift run -c release liaison-bench scale   (cost per operation as the work grows; ScaleScenarios.swift)
 //   swift run liaison-bench chaos [--processes N] [--seconds S] [--seed N]   (see Chaos.swift)
+//   swift run -c release --traits Postgres liaison-bench postgres [--url URL] [--json] [--runs N]
+//     (LiaisonPostgres against postgres-nio and psycopg; PostgresBench.swift)
 //
 // Scenarios: lock.uncontended, lock.handoff, presence.probe, signal.latency, defaults.get,
 // defaults.set, defaults.visibility, database.observation, mailbox.latency, mailbox.throughput (and the informational lock.handoff.async and
@@ -22,6 +24,10 @@ if arguments.first == "chaos" {
     exit(64)
   }
   exit(try Chaos.run(options) == 0 ? 0 : 1)
+}
+
+if arguments.first == "postgres" {
+  exit(PostgresBench.main(Array(arguments.dropFirst())))
 }
 
 if arguments.first == "scale" {
