@@ -53,9 +53,17 @@
 
     /// The state and post count, read from the server.
     func read() async throws -> (state: UInt64, posts: UInt64) {
-      let rows = try await container.query(
+      try await Self.read(name, in: container.namespace, through: container.connector)
+    }
+
+    /// The state and post count of `name`, through `connector` (which, unlike the container, a
+    /// listener's subscriber may keep without a cycle).
+    static func read(_ name: LiaisonName, in namespace: LiaisonName, through connector: Connector) async throws
+      -> (state: UInt64, posts: UInt64)
+    {
+      let rows = try await connector.query(
         """
-        SELECT state, posts FROM liaison.signal WHERE namespace = \(container.namespace.rawValue) AND name = \(name.rawValue)
+        SELECT state, posts FROM liaison.signal WHERE namespace = \(namespace.rawValue) AND name = \(name.rawValue)
         """, doing: "read the signal '\(name)'")
       guard let row = rows.first else { return (0, 0) }
       let (state, posts) = try row.decode((Int64, Int64).self, context: .default)
@@ -81,11 +89,17 @@
         }
         if moved { continuation.yield(SignalNotification(name: name, state: state, sequence: posts)) }
       }
-      let id = try await container.listener.subscribe(kind: "s", namespace: container.namespace, name: name) {
-        [weak self] event in
+      // The subscriber keeps the connector for its reads, not the container: the container owns
+      // the listener, which owns the subscriber.
+      let (namespace, connector) = (container.namespace, container.connector)
+      let id = try await container.listener.subscribe(kind: "s", namespace: namespace, name: name) { event in
         guard let event else {
           // Reconnected: read again, deliver if it moved.
-          Task { if let (state, posts) = try? await self?.read() { deliver(posts, state) } }
+          Task {
+            if let (state, posts) = try? await Self.read(name, in: namespace, through: connector) {
+              deliver(posts, state)
+            }
+          }
           return
         }
         if ignoringOwnPosts && event.sender == ownSender {
