@@ -24,9 +24,11 @@
       }
       switch psql.code {
       case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown:
+        let detail = psql.underlying.map { " (\($0))" } ?? ""
         return LiaisonError(
           .unavailable,
-          "Could not \(what): the connection to the server ended (\(psql.code)). Try again once the server is back.",
+          "Could not \(what): the connection to the server ended (\(psql.code))\(detail). Try again once the server "
+            + "is back.",
           cause: error)
       default:
         return LiaisonError(.system, "Could not \(what): \(psql.code).", cause: error)
