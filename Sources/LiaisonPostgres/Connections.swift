@@ -18,7 +18,14 @@
     /// next grant.
     private let idle = Locked<[PostgresConnection]>([])
     private let nextID = Locked(0)
+    /// The session holding something on each connection, if any, by connection: told once, by
+    /// the one close callback each connection gets when it is made, when its connection closes.
+    private let holders = Locked<[ObjectIdentifier: WeakHolder]>([:])
     static let maximumIdle = 8
+
+    private struct WeakHolder: @unchecked Sendable {
+      weak var session: HeldSession?
+    }
 
     init(configuration: PostgresConnection.Configuration, timing: DetectionTiming) {
       var configuration = configuration
@@ -68,8 +75,30 @@
         password: configuration.password, database: configuration.database)
       established.options = configuration.options
       established.options.connectTimeout = .seconds(Int64(timing.connectTimeoutSeconds))
-      return try await PostgresConnection.connect(
+      let connection = try await PostgresConnection.connect(
         on: channel.eventLoop, configuration: established, id: id, logger: logger)
+      let key = ObjectIdentifier(connection)
+      connection.closeFuture.whenComplete { [weak self] _ in
+        let holder = self?.holders.withLock { $0.removeValue(forKey: key) }
+        holder?.session?.lose("its connection to the server closed (a server restart, or the session was terminated)")
+      }
+      return connection
+    }
+
+    /// Tells `session` when `connection` closes, until ``stopWatching(_:)``. One callback per
+    /// connection, registered when it is made: a connection reused for grant after grant gathers
+    /// no callbacks.
+    func watch(_ connection: PostgresConnection, for session: HeldSession) {
+      holders.withLock { $0[ObjectIdentifier(connection)] = WeakHolder(session: session) }
+      // Closed before it was watched: the callback has already run.
+      if connection.isClosed {
+        holders.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(connection)) }
+        session.lose("its connection to the server closed (a server restart, or the session was terminated)")
+      }
+    }
+
+    func stopWatching(_ connection: PostgresConnection) {
+      holders.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(connection)) }
     }
 
     /// A socket to the server with TCP keepalives (and on Linux a user timeout): a waiter whose
@@ -180,8 +209,9 @@
   /// The times that follow from the detection bound: how soon a dead peer is noticed.
   ///
   /// A holder that loses its network learns it within ``holderNotices`` (a heartbeat that gets
-  /// no reply); the server ends its session, releasing its locks, within ``serverReleases`` —
-  /// later, so that the cut-off holder knows first. Both are within the bound.
+  /// no reply, at most about a third of the bound); the server ends its session, releasing its
+  /// locks, after about half the bound (keepalives and `tcp_user_timeout`) — later, so that the
+  /// cut-off holder knows first.
   struct DetectionTiming: Sendable {
     let bound: Duration
     static let keepaliveCount = 3
@@ -200,8 +230,6 @@
     var keepaliveInterval: Int { max(1, Int(boundSeconds / 10)) }
     /// How long the server's kernel waits for an acknowledgement before dropping a connection.
     var serverUserTimeoutMilliseconds: Int { max(1000, Int(boundSeconds * 500)) }
-    /// When the server ends the session of a client that went silent, at the latest.
-    var serverReleases: Duration { .milliseconds(serverUserTimeoutMilliseconds) + .seconds(keepaliveIdle) }
     /// How often a held lock or claim checks its connection.
     var heartbeatInterval: Duration { bound / 7 }
     /// Seconds to wait for a connection to be set up (the TCP connection, then the startup

@@ -25,9 +25,6 @@
       self.connector = connector
       self.what = what
       state = Locked(State(connection: connection))
-      connection.closeFuture.whenComplete { [weak self] _ in
-        self?.lose("its connection to the server closed (a server restart, or the session was terminated)")
-      }
       let interval = connector.timing.heartbeatInterval
       let monitor = Task { [weak self] in
         while !Task.isCancelled {
@@ -41,12 +38,16 @@
         }
       }
       state.withLock { $0.monitor = monitor }
+      connector.watch(connection, for: self)
     }
 
     deinit {
       let (connection, monitor) = state.withLock { ($0.connection.take(), $0.monitor.take()) }
       monitor?.cancel()
-      if let connection { connector.close(connection) }
+      if let connection {
+        connector.stopWatching(connection)
+        connector.close(connection)
+      }
     }
 
     var isHeld: Bool { state.withLock { $0.connection != nil } }
@@ -86,6 +87,7 @@
       }
       monitor?.cancel()
       waiters.resumeAll(loss)
+      if let connection { connector.stopWatching(connection) }
       if loss != nil, let connection {
         connector.close(connection)
         return nil

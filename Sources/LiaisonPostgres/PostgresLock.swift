@@ -44,7 +44,7 @@
         connector.close(connection)  // its session may hold the lock
         throw PostgresErrors.translate(error, doing: "take the lock '\(name)'")
       }
-      guard let token = try Self.granted(rows, mode) else {
+      guard let token = try Self.granted(rows) else {
         connector.giveBack(connection)
         return nil
       }
@@ -84,7 +84,7 @@
           connector.close(connection)
           throw CancellationError()
         }
-        guard let token = try Self.granted(rows, mode) else {
+        guard let token = try Self.granted(rows) else {
           throw LiaisonError(.system, "The server did not grant the lock '\(name)' and gave no reason.")
         }
         return PostgresLockGuard(lock: self, id: id, mode: mode, token: token, connection: connection)
@@ -130,7 +130,7 @@
     }
 
     /// The token of a grant (0 for a shared one), or `nil` when the lock was not granted.
-    private static func granted(_ rows: [PostgresRow], _ mode: LockMode) throws -> UInt64? {
+    private static func granted(_ rows: [PostgresRow]) throws -> UInt64? {
       guard let row = rows.first else { return nil }
       return UInt64(bitPattern: try row.decode(Int64.self))
     }
