@@ -165,7 +165,8 @@
         } onCancel: {
           connector.close(connection)
         }
-        connector.giveBack(connection)
+        // A cancelled watch closed its connection, which may not read as closed yet.
+        if Task.isCancelled { connector.close(connection) } else { connector.giveBack(connection) }
       } catch {
         connector.close(connection)
         try? await Task.sleep(for: .milliseconds(200))
