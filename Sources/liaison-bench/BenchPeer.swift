@@ -55,6 +55,7 @@ final class BenchPeer {
   private func describe(_ ending: Termination) -> String { "the \(role) peer ended by itself: \(ending)" }
 
   func send(_ byte: UInt8) { writeBytes(child.inputDescriptor!, [byte]) }
+  func sendTimestamp(_ value: UInt64) { writeBytes(child.inputDescriptor!, encodeTimestamp(value)) }
   func readByte() -> UInt8 { readBytes(child.outputDescriptor!, 1)[0] }
   func readTimestamp() -> UInt64 { decodeTimestamp(readBytes(child.outputDescriptor!, 8)) }
 }
@@ -100,6 +101,19 @@ func waitForBlockedWaiters(_ count: Int = 1) {
   }
 }
 
+/// The peer of `floor.pipe-to-async`: a thread reads each timestamp from the pipe and yields it
+/// into a stream; a task answers each with the time since it was written.
+private func readIntoAsync(input: CInt, output: CInt) -> Never {
+  let (stream, continuation) = AsyncStream.makeStream(of: UInt64.self)
+  Task.detached {
+    for await sentAt in stream { writeBytes(output, encodeTimestamp(now() &- sentAt)) }
+  }
+  writeBytes(output, [UInt8(ascii: "r")])
+  while true {  // this thread is the reader; readBytes ends the process when the input closes
+    continuation.yield(decodeTimestamp(readBytes(input, 8)))
+  }
+}
+
 /// The peers' side of the floors and scenarios.
 enum PeerRole {
   static func run(_ role: String, _ arguments: [String]) throws -> Never {
@@ -109,12 +123,15 @@ enum PeerRole {
     case "echo":
       writeBytes(output, [UInt8(ascii: "r")])
       while true { writeBytes(output, readBytes(input, 1)) }
+    case "async-reader":
+      readIntoAsync(input: input, output: output)
     case "lock-holder":
       try LockScenarios.holdAndRelease(container: arguments[0], name: arguments[1], input: input, output: output)
     case "seed-holder":
       LockScenarios.seedHoldAndRelease(path: arguments[0], input: input, output: output)
     case "signal-observer":
-      try SignalScenarios.observe(container: arguments[0], name: arguments[1], input: input, output: output)
+      try SignalScenarios.observe(
+        container: arguments[0], name: arguments[1], mode: arguments[2], input: input, output: output)
     case "defaults-writer":
       try DefaultsScenarios.write(container: arguments[0], domain: arguments[1], input: input, output: output)
     case "defaults-observer":

@@ -21,6 +21,20 @@ enum Floor {
     }
   }
 
+  /// `floor.pipe-to-async`: the cheapest `async` delivery from another process. The other process
+  /// (a peer) has a thread of its own blocked in `read(2)` on a pipe; the thread yields what it
+  /// read into an `AsyncStream`, and a task iterating the stream answers with how long ago this
+  /// process wrote it. One way, as the async scenarios measure: a kernel wake-up of the reading
+  /// thread, then the wake-up of a cooperative-pool thread for the task. What an async scenario
+  /// costs beyond this floor is Liaison's (and SQLite's) own.
+  static func pipeToAsync() throws -> () -> Double {
+    let reader = try BenchPeer("async-reader")
+    return {
+      reader.sendTimestamp(now())
+      return Double(reader.readTimestamp())
+    }
+  }
+
   /// `floor.flock`: one exclusive `flock` and its unlock on a descriptor already open.
   static func flockPair(path: String, batch: Int) -> () -> Double {
     let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)

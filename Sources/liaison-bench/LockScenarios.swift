@@ -27,11 +27,13 @@ enum LockScenarios {
   }
 
   /// `lock.handoff`: a holder in another process releases; the time until the waiter here (a
-  /// thread blocked in `lock()`) runs. `lock.handoff.async` is the same with `await lock(timeout:)`.
+  /// thread blocked in `lock()`) runs. `lock.handoff.async` is the same with `await lock(timeout:)`,
+  /// against `floor.pipe-to-async` too.
   static func handoff(_ container: SharedContainer) throws -> [ScenarioResult] {
     let lock = try container.lock("bench-handoff")
     let holder = try BenchPeer("lock-holder", [container.directory, "bench-handoff"])
     let pipe = try Floor.pipeHalfRoundTrip()
+    let pipeToAsync = try Floor.pipeToAsync()
 
     func sample(_ waitForLock: () throws -> UInt64) rethrows -> Double {
       holder.send(UInt8(ascii: "g"))
@@ -60,15 +62,18 @@ enum LockScenarios {
           }
         },
         pipe,
+        pipeToAsync,
       ])
     let floor = Measurement("floor.pipe-half-rtt", samples[2])
+    let asyncFloor = Measurement("floor.pipe-to-async", samples[3])
     let seed = Measurement("seed.lockfile-backoff", try seedHandoff(directory: container.directory, samples: 8))
     return [
       ScenarioResult(
         measurement: Measurement("lock.handoff", samples[0]), unit: "ns", baselines: [floor, seed],
         target: "p50 ≤ 3× floor.pipe-half-rtt, p99 ≤ 1 ms"),
       ScenarioResult(
-        measurement: Measurement("lock.handoff.async", samples[1]), unit: "ns", baselines: [floor, seed],
+        measurement: Measurement("lock.handoff.async", samples[1]), unit: "ns",
+        baselines: [asyncFloor, floor, seed],
         target: "(informational: the async form, resumed on Swift's cooperative pool)"),
     ]
   }

@@ -5,13 +5,14 @@ import LiaisonStore
 
 enum MailboxScenarios {
   /// `mailbox.latency`: a send here → the receiver's `AsyncSequence` yields the message in
-  /// another process, one way, against `floor.pipe-half-rtt`. The payload is the time of the
+  /// another process, one way, against `floor.pipe-to-async` and `floor.pipe-half-rtt`. The payload is the time of the
   /// send; the receiver answers with how long ago that was, then acknowledges the message and
   /// says so (outside the measured time), so that no acknowledgement overlaps the next send.
   static func latency(_ container: SharedContainer) throws -> ScenarioResult {
     let mailbox = try container.mailbox("bench-latency", sender: "bench")
     let receiver = try BenchPeer("mailbox-receiver", [container.directory, "bench-latency", "latency"])
     let pipe = try Floor.pipeHalfRoundTrip()
+    let pipeToAsync = try Floor.pipeToAsync()
     let samples = try interleave(
       samples: 1000,
       [
@@ -21,11 +22,13 @@ enum MailboxScenarios {
           _ = receiver.readByte()  // acknowledged
           return Double(latency)
         },
+        pipeToAsync,
         pipe,
       ])
     return ScenarioResult(
       measurement: Measurement("mailbox.latency", samples[0]), unit: "ns",
-      baselines: [Measurement("floor.pipe-half-rtt", samples[1])], target: "p50 ≤ 100 µs")
+      baselines: [Measurement("floor.pipe-to-async", samples[1]), Measurement("floor.pipe-half-rtt", samples[2])],
+      target: "p50 ≤ 100 µs")
   }
 
   static let messagesPerSample = 10_000

@@ -102,7 +102,7 @@ enum ScaleScenarios {
   static func signalFanOut(_ container: SharedContainer, observers: Int) throws -> Row {
     let signal = try container.signal("scale-signal-\(observers)")
     let peers = try (0..<observers).map { _ in
-      try BenchPeer("signal-observer", [container.directory, "scale-signal-\(observers)"])
+      try BenchPeer("signal-observer", [container.directory, "scale-signal-\(observers)", "sequence"])
     }
     var samples: [Double] = []
     for _ in 0..<200 {

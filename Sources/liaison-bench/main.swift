@@ -2,13 +2,16 @@
 //
 //   swift run -c release liaison-bench [SCENARIO…] [--json]
 //   swift run -c release liaison-bench scale   (cost per operation as the work grows; ScaleScenarios.swift)
+//   swift run -c release liaison-bench instructions [OPERATION…] [--json]
+//     (instructions per operation under callgrind; InstructionCounts.swift)
 //   swift run liaison-bench chaos [--processes N] [--seconds S] [--seed N]   (see Chaos.swift)
 //   swift run -c release --traits Postgres liaison-bench postgres [--url URL] [--json] [--runs N]
 //     (LiaisonPostgres against postgres-nio and psycopg; PostgresBench.swift)
 //
 // Scenarios: lock.uncontended, lock.handoff, presence.probe, signal.latency, defaults.get,
-// defaults.set, defaults.visibility, database.observation, mailbox.latency, mailbox.throughput (and the informational lock.handoff.async and
-// presence.probe.active, which run with them).
+// defaults.set, defaults.visibility, database.observation, mailbox.latency, mailbox.throughput,
+// and those that run with another: lock.handoff.async, presence.probe.active,
+// signal.latency.callback.
 
 import Foundation
 import Liaison
@@ -16,6 +19,14 @@ import Liaison
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == "--peer" {
   try PeerRole.run(arguments[1], Array(arguments.dropFirst(2)))
+}
+
+if arguments.first == "--count" {
+  try InstructionCounts.child(Array(arguments.dropFirst()))
+}
+
+if arguments.first == "instructions" {
+  exit(InstructionCounts.main(Array(arguments.dropFirst())))
 }
 
 if arguments.first == "chaos" {
@@ -41,7 +52,7 @@ let families: [(names: [String], run: (SharedContainer) throws -> [ScenarioResul
   (["lock.uncontended"], { [try LockScenarios.uncontended($0)] }),
   (["lock.handoff", "lock.handoff.async"], LockScenarios.handoff),
   (["presence.probe", "presence.probe.active"], PresenceScenarios.probe),
-  (["signal.latency"], { [try SignalScenarios.latency($0)] }),
+  (["signal.latency", "signal.latency.callback"], SignalScenarios.latency),
   (["defaults.get"], { [try DefaultsScenarios.get($0)] }),
   (["defaults.set"], { [try DefaultsScenarios.set($0)] }),
   (["defaults.visibility"], { [try DefaultsScenarios.visibility($0)] }),

@@ -31,8 +31,16 @@ final class ContainerLifecycle: Sendable {
     let inode: UInt64
   }
 
+  /// A participant, held weakly (it leaves when it ends, or its entry goes empty) or, for one
+  /// whose owner removes it in its own `deinit`, strongly.
   private struct Member {
     weak var participant: (any SuspensionParticipant)?
+    var owned: (any SuspensionParticipant)?
+
+    init(participant: any SuspensionParticipant) { self.participant = participant }
+    init(owned: any SuspensionParticipant) { self.owned = owned }
+
+    var current: (any SuspensionParticipant)? { owned ?? participant }
   }
 
   private struct State {
@@ -77,6 +85,13 @@ final class ContainerLifecycle: Sendable {
     }
   }
 
+  /// Adds `participant`, which holds nothing yet, also while the container is suspended, and
+  /// keeps it until ``leave(_:)``: a participant whose owner checks ``isSuspended`` after each
+  /// thing it lists there, and removes it in its `deinit` (a lock's ``LockDescriptors``).
+  func add(owned participant: any SuspensionParticipant) {
+    state.withLock { $0.members[ObjectIdentifier(participant)] = Member(owned: participant) }
+  }
+
   /// Adds `participant` even while the container is suspended, and brings it to the container's
   /// state: suspended (both phases) if the container is. Runs under the transition lock, so that
   /// no suspend or resume interleaves.
@@ -109,7 +124,7 @@ final class ContainerLifecycle: Sendable {
     let participants = state.withLock { state -> [any SuspensionParticipant] in
       if state.suspended { return [] }
       state.suspended = true
-      return state.members.values.compactMap(\.participant)
+      return state.members.values.compactMap(\.current)
     }
     for participant in participants { participant.suspend() }
     for participant in participants { participant.finishSuspending() }
@@ -119,7 +134,7 @@ final class ContainerLifecycle: Sendable {
     let participants = state.withLock { state -> [any SuspensionParticipant] in
       guard state.suspended else { return [] }
       state.suspended = false
-      return state.members.values.compactMap(\.participant)
+      return state.members.values.compactMap(\.current)
     }
     var failures: [LiaisonError] = []
     for participant in participants {

@@ -6,7 +6,9 @@ package struct LossState: Sendable {
   package private(set) var loss: LiaisonError?
   /// Whether the hold has ended, lost or released: waiting then returns at once.
   package private(set) var ended = false
-  private var waiters: [Int: CheckedContinuation<LiaisonError?, Never>] = [:]
+  /// Numbered waiters; an array, not a dictionary: rarely more than one, and an empty array costs
+  /// nothing to make (every lock grant makes a `LossState`).
+  private var waiters: [(number: Int, waiter: CheckedContinuation<LiaisonError?, Never>)] = []
   private var nextWaiter = 0
 
   package init() {}
@@ -16,8 +18,8 @@ package struct LossState: Sendable {
     guard !ended else { return [] }
     ended = true
     self.loss = loss
-    defer { waiters = [:] }
-    return Array(waiters.values)
+    defer { waiters = [] }
+    return waiters.map(\.waiter)
   }
 
   /// Makes a hold that ended held again (a claim that `resume()` took back).
@@ -29,12 +31,13 @@ package struct LossState: Sendable {
   fileprivate mutating func add(_ waiter: CheckedContinuation<LiaisonError?, Never>) -> Int? {
     guard !ended else { return nil }
     nextWaiter += 1
-    waiters[nextWaiter] = waiter
+    waiters.append((nextWaiter, waiter))
     return nextWaiter
   }
 
   fileprivate mutating func remove(_ id: Int) -> CheckedContinuation<LiaisonError?, Never>? {
-    waiters.removeValue(forKey: id)
+    guard let index = waiters.firstIndex(where: { $0.number == id }) else { return nil }
+    return waiters.remove(at: index).waiter
   }
 }
 

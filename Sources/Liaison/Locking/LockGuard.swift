@@ -8,7 +8,8 @@
 /// }
 /// ```
 public final class LockGuard: Sendable {
-  private struct State: Sendable {
+  /// What a grant of the lock is: its descriptor and how it ended.
+  struct GrantState: Sendable {
     /// The descriptor holding the lock, or `nil` once released.
     var descriptor: CInt?
     /// This grant's fencing token, once read.
@@ -16,15 +17,19 @@ public final class LockGuard: Sendable {
     var end = LossState()
   }
 
+  /// The grant's state, which the guard shares with its lock's list of grants: a
+  /// ``SharedContainer/suspend()`` ends the grant through the lock, and the guard sees it ended.
+  typealias Grant = Locked<GrantState>
+
   /// The mode the lock is held in.
   public let mode: LockMode
   private let lock: ProcessLock
-  private let state: Locked<State>
+  let grant: Grant
 
   init(lock: ProcessLock, fd: CInt, mode: LockMode) {
     self.lock = lock
     self.mode = mode
-    self.state = Locked(State(descriptor: fd))
+    self.grant = Locked(GrantState(descriptor: fd))
   }
 
   deinit { unlock() }
@@ -34,31 +39,22 @@ public final class LockGuard: Sendable {
 
   /// Whether the lock is still held: `false` after ``unlock()``, and after
   /// ``SharedContainer/suspend()`` gave it up.
-  public var isHeld: Bool { state.withLock { $0.descriptor != nil } }
+  public var isHeld: Bool { grant.withLock { $0.descriptor != nil } }
 
   /// Why the lock was lost, once it was: ``SharedContainer/suspend()`` gave it up (code
   /// ``LiaisonError/Code/lost``). `nil` while held and after ``unlock()``. A local lock is lost in
   /// no other way: the kernel keeps it for as long as this process lives.
-  public var loss: LiaisonError? { state.withLock { $0.end.loss } }
+  public var loss: LiaisonError? { grant.withLock { $0.end.loss } }
 
   /// Waits until the lock is lost, and returns why (see ``loss``); returns `nil` once it is
   /// unlocked instead, or when the task is cancelled.
   public func waitForLoss() async -> LiaisonError? {
-    await state.waitForLoss(\.end)
+    await grant.waitForLoss(\.end)
   }
 
   /// Releases the lock. Calling it again does nothing.
   public func unlock() {
-    release(lost: nil)
-  }
-
-  private func release(lost loss: LiaisonError?) {
-    let (fd, waiters) = state.withLock { state in (state.descriptor.take(), state.end.end(loss)) }
-    waiters.resumeAll(loss)
-    guard let fd else { return }
-    Syscall.unlock(fd)
-    lock.returnDescriptor(fd)
-    lock.container.lifecycle.leave(self)
+    grant.release(of: lock.descriptors, lost: nil)
   }
 
   /// This grant's **fencing token**: a number larger than every token an earlier holder of this
@@ -87,7 +83,7 @@ public final class LockGuard: Sendable {
         "The lock '\(name)' is held shared: only an exclusive lock has a fencing token. Take it exclusive to "
           + "guard a write with a token.")
     }
-    return try state.withLock { state throws(LiaisonError) -> UInt64 in
+    return try grant.withLock { state throws(LiaisonError) -> UInt64 in
       if let token = state.fencingToken { return token }
       guard let fd = state.descriptor else {
         throw state.end.loss
@@ -105,20 +101,23 @@ extension LockGuard {
   /// holds it stays open across the exec, so the lock lasts until that program, and every process
   /// it passes the descriptor on to, has ended. The `liaison lock` command runs its command so.
   package func passToExecutedProgram() throws(LiaisonError) {
-    guard let fd = state.withLock({ $0.descriptor }) else { return }
+    guard let fd = grant.withLock({ $0.descriptor }) else { return }
     if case .failure(let error) = Syscall.keepOpenAcrossExec(fd) {
       throw LiaisonError.system(error, "keep open", path: lock.path)
     }
   }
 }
 
-extension LockGuard: SuspensionParticipant {
-  func suspend() {
-    release(
-      lost: LiaisonError(
-        .lost, "The lock '\(name)' was given up by SharedContainer.suspend(); take it again after resume()."))
+extension Locked where Value == LockGuard.GrantState {
+  /// Ends the grant, once: releases its `flock`, gives its descriptor back to its lock's
+  /// `descriptors`, and tells those waiting for its loss (`loss` is `nil` for an unlock).
+  func release(of descriptors: LockDescriptors, lost loss: LiaisonError?) {
+    let (fd, waiters) = withLock { state in (state.descriptor.take(), state.end.end(loss)) }
+    waiters.resumeAll(loss)
+    guard let fd else { return }
+    Syscall.unlock(fd)
+    descriptors.giveBack(fd, endingGrant: self)
   }
-  func resume() throws(LiaisonError) {}
 }
 
 /// The fencing-token counter kept in a lock's file: the last token given, as decimal digits and a

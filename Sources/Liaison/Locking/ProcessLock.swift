@@ -49,10 +49,8 @@ public final class ProcessLock: Sendable {
   /// The folder holding the lock file: the container's `locks`, or a module's own.
   private let folder: PrivateFolder
 
-  /// Open descriptors on the lock file not currently used by an acquisition, so that an
-  /// uncontended lock costs two `flock` calls and no `open`.
-  private let idleDescriptors = Locked<[CInt]>([])
-  private static let maximumIdleDescriptors = 2
+  /// This lock's open descriptors and grants in this process.
+  let descriptors: LockDescriptors
 
   convenience init(name: LiaisonName, container: SharedContainer) {
     self.init(name: name, folder: container.lockFolder, container: container)
@@ -64,10 +62,13 @@ public final class ProcessLock: Sendable {
     self.name = name
     self.folder = folder
     self.container = container
+    descriptors = LockDescriptors(name: name)
+    container.lifecycle.add(owned: descriptors)
   }
 
   deinit {
-    for fd in idleDescriptors.withLock({ $0 }) { Syscall.close(fd) }
+    container.lifecycle.leave(descriptors)
+    descriptors.closeIdle()
   }
 
   /// The path of the lock file, for messages.
@@ -200,23 +201,23 @@ public final class ProcessLock: Sendable {
   // MARK: - Descriptors
 
   private func takeDescriptor() throws(LiaisonError) -> CInt {
-    if let fd = idleDescriptors.withLock({ $0.popLast() }) { return fd }
+    if let fd = descriptors.takeIdle() { return fd }
     // `create: true` never returns nil.
     return try folder.openFile(name.rawValue, create: true)!
   }
 
   func returnDescriptor(_ fd: CInt) {
-    let kept = idleDescriptors.withLock { idle -> Bool in
-      guard idle.count < Self.maximumIdleDescriptors else { return false }
-      idle.append(fd)
-      return true
-    }
-    if !kept { Syscall.close(fd) }
+    descriptors.giveBack(fd, endingGrant: nil)
   }
 
+  /// Makes the guard of a grant just taken on `fd`, or gives the grant up if the container is
+  /// suspended. The grant is listed before the suspension is checked: a `suspend()` that starts
+  /// after the check finds it (the lock is a member of the lifecycle from its making), and one
+  /// that started before is seen by the check.
   private func makeGuard(fd: CInt, mode: LockMode) throws(LiaisonError) -> LockGuard {
     let held = LockGuard(lock: self, fd: fd, mode: mode)
-    guard container.lifecycle.join(held) else {
+    descriptors.add(held.grant)
+    if container.lifecycle.isSuspended {
       held.unlock()
       throw Self.suspendedError(name)
     }
