@@ -59,6 +59,16 @@
     ///   the server too), ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
     public func lock(_ mode: LockMode = .exclusive, timeout: Duration? = nil) async throws -> PostgresLockGuard {
       try ProcessLock.check(timeout)
+      do {
+        return try await takeOrWait(mode, timeout: timeout)
+      } catch  where Task.isCancelled && !(error is CancellationError) {
+        // postgres-nio ends a query of a cancelled task by closing its connection, which would
+        // read as a lost server: cancelled at any point, the wait reports the cancellation.
+        throw CancellationError()
+      }
+    }
+
+    private func takeOrWait(_ mode: LockMode, timeout: Duration?) async throws -> PostgresLockGuard {
       if let held = try await tryLock(mode) { return held }
       try Task.checkCancellation()
       guard timeout != .zero else { throw timedOut(timeout) }

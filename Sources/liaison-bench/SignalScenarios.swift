@@ -4,16 +4,20 @@ import Liaison
 enum SignalScenarios {
   /// `signal.latency`: a post here → the observer's `AsyncSequence` yields in another process,
   /// one way, against `floor.pipe-to-async` (the cheapest async delivery) and
-  /// `floor.pipe-half-rtt`. `signal.latency.callback` is the same post delivered to
-  /// `observe(on:)`'s handler on a serial queue, against the pipe. Each post's state is the time it
+  /// `floor.pipe-half-rtt`. `signal.latency.callback` is the same post delivered to a handler on
+  /// the event-loop thread (`observeOnEventLoop`), against the pipe; `signal.latency.queue` to
+  /// `observe(on:)`'s handler on a serial queue, against the async floor (a queue's thread is
+  /// woken as a task's is). Each post's state is the time it
   /// was posted, and the observer answers with how long ago that was, so no clock is compared
   /// across a pipe.
   static func latency(_ container: SharedContainer) throws -> [ScenarioResult] {
     let sequenceSignal = try container.signal("bench-latency")
     let callbackSignal = try container.signal("bench-latency-callback")
+    let queueSignal = try container.signal("bench-latency-queue")
     let sequenceObserver = try BenchPeer("signal-observer", [container.directory, "bench-latency", "sequence"])
     let callbackObserver = try BenchPeer(
       "signal-observer", [container.directory, "bench-latency-callback", "callback"])
+    let queueObserver = try BenchPeer("signal-observer", [container.directory, "bench-latency-queue", "queue"])
     let pipe = try Floor.pipeHalfRoundTrip()
     let pipeToAsync = try Floor.pipeToAsync()
     func sample(_ signal: Signal, _ observer: BenchPeer) -> () throws -> Double {
@@ -24,9 +28,12 @@ enum SignalScenarios {
     }
     let samples = try interleave(
       samples: 2000,
-      [sample(sequenceSignal, sequenceObserver), sample(callbackSignal, callbackObserver), pipeToAsync, pipe])
-    let asyncFloor = Measurement("floor.pipe-to-async", samples[2])
-    let pipeFloor = Measurement("floor.pipe-half-rtt", samples[3])
+      [
+        sample(sequenceSignal, sequenceObserver), sample(callbackSignal, callbackObserver),
+        sample(queueSignal, queueObserver), pipeToAsync, pipe,
+      ])
+    let asyncFloor = Measurement("floor.pipe-to-async", samples[3])
+    let pipeFloor = Measurement("floor.pipe-half-rtt", samples[4])
     return [
       ScenarioResult(
         measurement: Measurement("signal.latency", samples[0]), unit: "ns", baselines: [asyncFloor, pipeFloor],
@@ -34,16 +41,23 @@ enum SignalScenarios {
       ScenarioResult(
         measurement: Measurement("signal.latency.callback", samples[1]), unit: "ns", baselines: [pipeFloor],
         target: "p50 ≤ 3× floor.pipe-half-rtt"),
+      ScenarioResult(
+        measurement: Measurement("signal.latency.queue", samples[2]), unit: "ns", baselines: [asyncFloor, pipeFloor],
+        target: "(informational: observe(on:) with a serial queue)"),
     ]
   }
 
   /// The observer peer: answers each notification with the time since the post (the state), in
   /// nanoseconds. `sequence` iterates `notifications()` in a task; `callback` uses
-  /// `observe(on:)` with a serial queue of its own.
+  /// `observeOnEventLoop`; `queue` uses `observe(on:)` with a serial queue of its own.
   static func observe(container: String, name: String, mode: String, input: CInt, output: CInt) throws -> Never {
     let signal = try SharedContainer(directory: container).signal(name)
     var observation: SignalObservation?
     if mode == "callback" {
+      observation = try signal.observeOnEventLoop { notification in
+        writeBytes(output, encodeTimestamp(now() &- notification.state))
+      }
+    } else if mode == "queue" {
       observation = try signal.observe(on: DispatchQueue(label: "bench-observer")) { notification in
         writeBytes(output, encodeTimestamp(now() &- notification.state))
       }

@@ -11,7 +11,7 @@
 // Scenarios: lock.uncontended, lock.handoff, presence.probe, signal.latency, defaults.get,
 // defaults.set, defaults.visibility, database.observation, mailbox.latency, mailbox.throughput,
 // and those that run with another: lock.handoff.async, presence.probe.active,
-// signal.latency.callback.
+// signal.latency.callback, signal.latency.queue.
 
 import Foundation
 import Liaison
@@ -52,7 +52,7 @@ let families: [(names: [String], run: (SharedContainer) throws -> [ScenarioResul
   (["lock.uncontended"], { [try LockScenarios.uncontended($0)] }),
   (["lock.handoff", "lock.handoff.async"], LockScenarios.handoff),
   (["presence.probe", "presence.probe.active"], PresenceScenarios.probe),
-  (["signal.latency", "signal.latency.callback"], SignalScenarios.latency),
+  (["signal.latency", "signal.latency.callback", "signal.latency.queue"], SignalScenarios.latency),
   (["defaults.get"], { [try DefaultsScenarios.get($0)] }),
   (["defaults.set"], { [try DefaultsScenarios.set($0)] }),
   (["defaults.visibility"], { [try DefaultsScenarios.visibility($0)] }),

@@ -146,6 +146,42 @@ struct SignalTests {
     #expect(note?.name.rawValue == "async")
   }
 
+  /// The handler runs on the event-loop thread (a thread named for it, not the test's or a
+  /// queue's), and may cancel its own observation there: the next post is not delivered.
+  @Test func aHandlerOnTheEventLoopReceivesAnotherProcesssPostAndMayCancelItself() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let signal = try container.signal("inline")
+    let received = Locked<[UInt64]>([])
+    let delivered = DispatchSemaphore(value: 0)
+    let observation = Locked<SignalObservation?>(nil)
+    let testThread = pthread_self()
+    let onOtherThread = Locked(true)
+    observation.withLock { slot in
+      slot = try? signal.observeOnEventLoop { note in
+        onOtherThread.withLock { $0 = $0 && pthread_equal(pthread_self(), testThread) == 0 }
+        received.withLock { $0.append(note.state) }
+        observation.withLock { $0 }?.cancel()
+        delivered.signal()
+      }
+    }
+    try #require(observation.withLock { $0 } != nil)
+    let poster = try Peer(container: directory.path)
+    try poster.send("post inline 5")
+    #expect(delivered.wait(timeout: .now() + 60) == .success)
+    // A second post, then a post on another signal observed from a queue: once that one is
+    // delivered, the event loop has read past the second post of `inline` too.
+    let marker = Locked<UInt64>(0)
+    let markerObservation = try container.signal("marker").observe(on: .global()) { note in
+      marker.withLock { $0 = note.state }
+    }
+    defer { markerObservation.cancel() }
+    try poster.send("post inline 6")
+    try poster.send("post marker 1")
+    try waitUntil("the marker is delivered") { marker.withLock { $0 } == 1 }
+    #expect(received.withLock { $0 } == [5])
+    #expect(onOtherThread.withLock { $0 })
+  }
+
   @Test func badNamesPlantedLinksAndCorruptFilesAreRefused() throws {
     let container = try SharedContainer(directory: directory.path)
     #expect { _ = try container.signal("../x") } throws: { ($0 as? LiaisonError)?.code == .invalidName }

@@ -115,7 +115,31 @@ extension Signal {
   }
 }
 
-/// A running ``Signal/observe(on:ignoringOwnPosts:_:)``: cancel it, or release it, to stop.
+extension Signal {
+  /// Calls `handler` on Liaison's event-loop thread for each notification: the fastest delivery,
+  /// with one thread wake-up (the kernel's, of the event-loop thread) where the other forms add a
+  /// second (a queue's or a task's thread). For a handler that returns at once: set a flag, signal
+  /// a semaphore, write a byte to a pipe, `yield` into a stream of your own.
+  ///
+  /// The handler must not block, wait, or do slow work: while it runs, every other signal,
+  /// presence and store watch of this process waits. Calls are serial and never overlap;
+  /// notifications coalesce as for ``notifications(ignoringOwnPosts:)``. Cancelling the
+  /// observation from inside the handler is allowed.
+  ///
+  /// ```swift
+  /// let wakeUp = DispatchSemaphore(value: 0)
+  /// let observation = try signal.observeOnEventLoop { _ in wakeUp.signal() }
+  /// ```
+  public func observeOnEventLoop(
+    ignoringOwnPosts: Bool = false, _ handler: @escaping @Sendable (SignalNotification) -> Void
+  ) throws(LiaisonError) -> SignalObservation {
+    let id = try SignalHub.shared.subscribe(file, ignoringOwnPosts: ignoringOwnPosts, deliver: handler)
+    return SignalObservation(subscription: .init(key: file.key, id: id))
+  }
+}
+
+/// A running ``Signal/observe(on:ignoringOwnPosts:_:)`` or
+/// ``Signal/observeOnEventLoop(ignoringOwnPosts:_:)``: cancel it, or release it, to stop.
 public final class SignalObservation: Sendable {
   private let subscription: SignalNotifications.Subscription
 
