@@ -114,6 +114,30 @@ private func readIntoAsync(input: CInt, output: CInt) -> Never {
   }
 }
 
+#if os(Linux)
+  /// The peer of `floor.inotify-file`: a thread waits in `poll` for inotify to report a write of
+  /// the file, reads the file, and answers with the time since the timestamp it holds.
+  private func readThroughInotify(path: String, input: CInt, output: CInt) -> Never {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    let watcher = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+    precondition(fd >= 0 && watcher >= 0 && inotify_add_watch(watcher, path, UInt32(IN_MODIFY)) >= 0)
+    Thread.detachNewThread {
+      var events = [UInt8](repeating: 0, count: 4096)
+      var record = [UInt8](repeating: 0, count: 32)
+      while true {
+        var ready = pollfd(fd: watcher, events: Int16(POLLIN), revents: 0)
+        _ = poll(&ready, 1, -1)
+        while read(watcher, &events, events.count) > 0 {}
+        _ = pread(fd, &record, 32, 0)
+        writeBytes(output, encodeTimestamp(now() &- decodeTimestamp(Array(record[0..<8]))))
+      }
+    }
+    writeBytes(output, [UInt8(ascii: "r")])
+    _ = readBytes(input, 1)  // ends the process when the input closes
+    fatalError("unreachable")
+  }
+#endif
+
 /// The peers' side of the floors and scenarios.
 enum PeerRole {
   static func run(_ role: String, _ arguments: [String]) throws -> Never {
@@ -125,6 +149,10 @@ enum PeerRole {
       while true { writeBytes(output, readBytes(input, 1)) }
     case "async-reader":
       readIntoAsync(input: input, output: output)
+    #if os(Linux)
+      case "inotify-reader":
+        readThroughInotify(path: arguments[0], input: input, output: output)
+    #endif
     case "lock-holder":
       try LockScenarios.holdAndRelease(container: arguments[0], name: arguments[1], input: input, output: output)
     case "seed-holder":

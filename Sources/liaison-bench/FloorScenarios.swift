@@ -35,6 +35,27 @@ enum Floor {
     }
   }
 
+  #if os(Linux)
+    /// `floor.inotify-file`: the doorbell a signal is made of, with raw system calls. This process
+    /// writes a timestamp into a 32-byte file with `pwrite`; a thread of another process, blocked
+    /// in `poll` on an inotify descriptor watching the file, reads the event and the file and
+    /// answers how long ago the write started. A signal adds its record's lock, checksum and
+    /// sequence, and Liaison's dispatch to observers.
+    static func inotifyFile(directory: String) throws -> () -> Double {
+      let path = directory + "/floor-inotify"
+      let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+      guard fd >= 0 else { throw BenchError("cannot open \(path)") }
+      var record = [UInt8](repeating: 0, count: 32)
+      _ = pwrite(fd, record, 32, 0)
+      let reader = try BenchPeer("inotify-reader", [path])
+      return {
+        withUnsafeBytes(of: now().littleEndian) { record.replaceSubrange(0..<8, with: $0) }
+        _ = pwrite(fd, record, 32, 0)
+        return Double(reader.readTimestamp())
+      }
+    }
+  #endif
+
   /// `floor.flock`: one exclusive `flock` and its unlock on a descriptor already open.
   static func flockPair(path: String, batch: Int) -> () -> Double {
     let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)

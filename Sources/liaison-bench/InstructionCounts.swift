@@ -57,6 +57,20 @@ enum InstructionCounts {
         try signal.post(state: state)
       }
     },
+    Operation(name: "signal.delivery", floor: nil, short: 1_000, long: 6_000) { directory in
+      // A post here and its delivery to a handler on this process's event-loop thread: the post,
+      // the loop's wake-up, its reading of inotify and of the record, and the handler.
+      let signal = try SharedContainer(directory: directory).signal("count")
+      let delivered = DispatchSemaphore(value: 0)
+      let observation = try signal.observeOnEventLoop { _ in delivered.signal() }
+      var state: UInt64 = 0
+      return {
+        state += 1
+        try signal.post(state: state)
+        delivered.wait()
+        withExtendedLifetime(observation) {}
+      }
+    },
     Operation(name: "defaults.get", floor: nil, short: 1_000, long: 11_000) { directory in
       let defaults = try SharedContainer(directory: directory).defaults("count")
       try defaults.set(42, for: counter)

@@ -91,6 +91,10 @@
     private var thread: pthread_t?
     private var entries: [UInt64: Entry] = [:]
     private var idsByWatch: [Int32: Set<UInt64>] = [:]
+    /// The process and deadline entries, apart: the loop walks them at every wake-up, and a
+    /// process may watch hundreds of files.
+    private var processes: [UInt64: CInt] = [:]
+    private var deadlines: [UInt64: UInt64] = [:]
     /// Descriptors of cancelled process watches, closed by the loop thread (never while it polls
     /// them).
     private var toClose: [CInt] = []
@@ -146,11 +150,14 @@
         let pidfd = cliaison_pidfd_open(pid)
         if pidfd >= 0 {
           entries[id] = Entry(kind: .process(pidfd: pidfd), handler: handler)
+          processes[id] = pidfd
         } else {
           entries[id] = Entry(kind: .deadline(0), handler: handler)  // already gone: fire at once
+          deadlines[id] = 0
         }
       case .deadline(let deadline):
         entries[id] = Entry(kind: .deadline(deadline), handler: handler)
+        deadlines[id] = deadline
       }
       poke()
       return id
@@ -183,9 +190,11 @@
           inotify_rm_watch(inotify, watch)
         }
       case .process(let pidfd):
+        processes[id] = nil
         toClose.append(pidfd)
         poke()
       case .deadline:
+        deadlines[id] = nil
         poke()
       }
       return true
@@ -219,16 +228,11 @@
             pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
           ]
           var ids: [UInt64] = [0, 0]
-          var nearest = UInt64.max
-          for (id, entry) in entries {
-            switch entry.kind {
-            case .process(let pidfd):
-              fds.append(pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0))
-              ids.append(id)
-            case .deadline(let deadline): nearest = min(nearest, deadline)
-            case .file: break
-            }
+          for (id, pidfd) in processes {
+            fds.append(pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0))
+            ids.append(id)
           }
+          let nearest = deadlines.values.min() ?? .max
           var timeout: Int32 = -1
           if nearest != .max {
             let now = SystemClock.bootNanoseconds()
@@ -252,6 +256,9 @@
             while true {
               let count = read(inotify, &buffer, buffer.count)
               if count <= 0 { break }
+              // Room left for the largest event: the queue was empty when read, so no second
+              // read (a later event makes the descriptor readable again).
+              let drained = buffer.count - count >= 16 + Int(NAME_MAX) + 1
               var offset = 0
               while offset + 16 <= count {
                 let watch = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: Int32.self) }
@@ -267,15 +274,16 @@
                 fired.formUnion(idsByWatch[watch] ?? [])
                 offset += 16 + Int(nameLength)
               }
+              if drained { break }
             }
             if overflowed { for ids in idsByWatch.values { fired.formUnion(ids) } }
           }
           for (index, poller) in fds.enumerated().dropFirst(2) where poller.revents != 0 {
             fired.insert(ids[index])
           }
-          let now = SystemClock.bootNanoseconds()
-          for (id, entry) in entries {
-            if case .deadline(let deadline) = entry.kind, deadline <= now { fired.insert(id) }
+          if !deadlines.isEmpty {
+            let now = SystemClock.bootNanoseconds()
+            for (id, deadline) in deadlines where deadline <= now { fired.insert(id) }
           }
           var handlers: [@Sendable () -> Void] = []
           for id in fired {

@@ -196,12 +196,17 @@ package final class SignalFile: Sendable {
   }
 
   package static func encode(_ record: Record) -> [UInt8] {
-    var bytes = magic
-    withUnsafeBytes(of: record.poster.littleEndian) { bytes += $0 }
-    withUnsafeBytes(of: record.sequence.littleEndian) { bytes += $0 }
-    withUnsafeBytes(of: record.state.littleEndian) { bytes += $0 }
-    withUnsafeBytes(of: checksum(bytes).littleEndian) { bytes += $0 }
-    return bytes
+    // Written in place into one allocation of the record's size (appending grew it twice).
+    [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+      let raw = UnsafeMutableRawBufferPointer(buffer)
+      raw.copyBytes(from: magic)
+      raw.storeBytes(of: record.poster.littleEndian, toByteOffset: 4, as: Int32.self)
+      raw.storeBytes(of: record.sequence.littleEndian, toByteOffset: 8, as: UInt64.self)
+      raw.storeBytes(of: record.state.littleEndian, toByteOffset: 16, as: UInt64.self)
+      raw.storeBytes(
+        of: checksum(UnsafeRawBufferPointer(rebasing: raw[0..<24])).littleEndian, toByteOffset: 24, as: UInt64.self)
+      count = size
+    }
   }
 
   /// The record's checksum: FNV-1a of its first 24 bytes.
@@ -211,7 +216,7 @@ package final class SignalFile: Sendable {
   /// overlapped a write, or a corrupt file).
   package static func decode(_ bytes: [UInt8]) -> Record? {
     if bytes.isEmpty { return Record() }
-    guard bytes.count == size, Array(bytes[0..<4]) == magic else { return nil }
+    guard bytes.count == size, bytes.starts(with: magic) else { return nil }
     let stored = bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: 24, as: UInt64.self)) }
     guard stored == checksum(bytes[0..<24]) else { return nil }
     return bytes.withUnsafeBytes { raw in

@@ -91,19 +91,26 @@ final class SignalHub: Sendable {
     guard let record = try? file.read() else { return }
     let notification = SignalNotification(name: file.name, state: record.state, sequence: record.sequence)
     let deliveries = state.withLock { state -> [@Sendable (SignalNotification) -> Void] in
-      guard var watched = state.watched[key] else { return [] }
+      // Taken out and put back, and walked by index: a copy of the entry, or an iterator, would
+      // share the observers' storage, and the first change would then copy it whole.
+      guard var watched = state.watched.removeValue(forKey: key) else { return [] }
+      defer { state.watched[key] = watched }
       var deliveries: [@Sendable (SignalNotification) -> Void] = []
-      for (id, observer) in watched.observers {
+      var index = watched.observers.startIndex
+      while index != watched.observers.endIndex {
+        defer { watched.observers.formIndex(after: &index) }
+        let observer = watched.observers.values[index]
         guard let last = observer.lastSequence, record.sequence > last else { continue }
         let onlyOwn =
           observer.ignoringOwnPosts
           && UInt64(watched.ownPosts.count { $0 > last && $0 <= record.sequence }) == record.sequence - last
         if !onlyOwn { deliveries.append(observer.deliver) }
-        watched.observers[id]!.lastSequence = record.sequence
+        watched.observers.values[index].lastSequence = record.sequence
       }
-      let oldest = watched.observers.values.compactMap(\.lastSequence).min() ?? record.sequence
-      watched.ownPosts = watched.ownPosts.filter { $0 > oldest }
-      state.watched[key] = watched
+      if !watched.ownPosts.isEmpty {
+        let oldest = watched.observers.values.compactMap(\.lastSequence).min() ?? record.sequence
+        watched.ownPosts = watched.ownPosts.filter { $0 > oldest }
+      }
       return deliveries
     }
     for deliver in deliveries { deliver(notification) }
