@@ -63,7 +63,7 @@ enum DefaultsScenarios {
         Measurement("floor.sqlite-upsert", samples[1]),
         Measurement("foundation.userdefaults.set-synchronize", samples[2]),
       ],
-      target: "≤ 1.5× floor.sqlite-upsert")
+      target: "≤ 2× floor.sqlite-upsert")
   }
 
   /// `defaults.visibility`: a `set` here → the value's change sequence yields it in another

@@ -100,6 +100,20 @@ enum InstructionCounts {
         try mailbox.send(value)
       }
     },
+    Operation(name: "mailbox.send+receive+ack", floor: nil, short: 200, long: 1_200) { directory in
+      // A send, then the receiver's look at the mailbox (one read of the store, one decode) and its
+      // acknowledgement (a write), in one process: subtract `mailbox.send` for the receiver's part.
+      let mailbox = try SharedContainer(directory: directory).mailbox("count", sender: "bench")
+      let receiver = try mailbox.receiver()
+      var value: UInt64 = 0
+      return {
+        value += 1
+        try mailbox.send(value)
+        let envelopes = try receiver.receiveAvailable(UInt64.self, limit: 1)
+        guard envelopes.count == 1 else { throw BenchError("the receiver found \(envelopes.count) messages") }
+        try receiver.acknowledge(envelopes[0])
+      }
+    },
     Operation(name: "floor.sqlite-insert", floor: nil, short: 200, long: 1_200) { directory in
       let floor = try SQLiteInsert(path: directory + "/floor-insert.sqlite")
       var value: UInt64 = 0

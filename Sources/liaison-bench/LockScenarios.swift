@@ -23,7 +23,7 @@ enum LockScenarios {
     return ScenarioResult(
       measurement: Measurement("lock.uncontended", samples[0]), unit: "ns",
       baselines: [Measurement("floor.flock", samples[1])],
-      target: "≤ 2× floor.flock")
+      target: "≤ 1.5× floor.flock")
   }
 
   /// `lock.handoff`: a holder in another process releases; the time until the waiter here (a

@@ -28,7 +28,7 @@ enum MailboxScenarios {
     return ScenarioResult(
       measurement: Measurement("mailbox.latency", samples[0]), unit: "ns",
       baselines: [Measurement("floor.pipe-to-async", samples[1]), Measurement("floor.pipe-half-rtt", samples[2])],
-      target: "p50 ≤ 100 µs")
+      target: "p50 ≤ 100 µs where floor.pipe-to-async ≤ 25 µs")
   }
 
   static let messagesPerSample = 10_000

@@ -36,7 +36,7 @@ final class LockDescriptors: SuspensionParticipant {
   /// the grant that ended on it, if any.
   func giveBack(_ fd: CInt, endingGrant grant: LockGuard.Grant?) {
     let kept = state.withLock { state -> Bool in
-      if let grant, let index = state.held.firstIndex(where: { $0 === grant }) {
+      if let grant, let index = state.held.firstIndex(where: { $0.isSame(as: grant) }) {
         state.held.remove(at: index)
       }
       guard state.idle.count < Self.maximumIdle else { return false }

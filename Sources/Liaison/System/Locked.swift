@@ -10,35 +10,34 @@
 /// understands `pthread_mutex` and not the raw futex calls `Mutex` makes on Linux: with `Mutex`,
 /// every access it guards is reported as a race, and real races hide among them.
 ///
-/// The mutex and the value share one allocation, and the value is reached through a pointer
-/// rather than a stored `var`: a class's `var` costs a dynamic exclusivity check at every access
-/// (two runtime calls and a thread-local lookup, about half the instructions of an uncontended
-/// `ProcessLock` round trip), and the mutex already makes the access exclusive.
-package final class Locked<Value>: @unchecked Sendable {
-  @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
-  @usableFromInline let value: UnsafeMutablePointer<Value>
-
-  /// Where the value starts in the allocation: after the mutex, at the value's alignment.
-  private static var valueOffset: Int {
-    let alignment = MemoryLayout<Value>.alignment
-    return (MemoryLayout<pthread_mutex_t>.stride + alignment - 1) / alignment * alignment
+/// A `Locked` is a reference to one allocation, a `ManagedBuffer` holding the value and the mutex:
+/// copies share the value, as a class's references do, and making one costs a single allocation
+/// (an uncontended `ProcessLock` makes one per grant). The value is reached through a pointer,
+/// never a class's stored `var`, whose every access costs a dynamic exclusivity check (two runtime
+/// calls and a thread-local lookup); the mutex already makes the access exclusive.
+package struct Locked<Value>: @unchecked Sendable {
+  /// The value as the buffer's header, the mutex as its one element.
+  @usableFromInline final class Storage: ManagedBuffer<Value, pthread_mutex_t> {
+    deinit {
+      _ = withUnsafeMutablePointerToElements { pthread_mutex_destroy($0) }
+    }
   }
+
+  /// Owns the allocation; `value` and `mutex` point into it, and stay valid while it lives (a
+  /// class instance never moves).
+  @usableFromInline let storage: Storage
+  @usableFromInline let value: UnsafeMutablePointer<Value>
+  @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
   package init(_ value: Value) {
-    let memory = UnsafeMutableRawPointer.allocate(
-      byteCount: Self.valueOffset + MemoryLayout<Value>.stride,
-      alignment: max(MemoryLayout<pthread_mutex_t>.alignment, MemoryLayout<Value>.alignment))
-    mutex = memory.initializeMemory(as: pthread_mutex_t.self, repeating: pthread_mutex_t(), count: 1)
+    storage = unsafeDowncast(Storage.create(minimumCapacity: 1) { _ in value }, to: Storage.self)
+    (self.value, mutex) = storage.withUnsafeMutablePointers { ($0, $1) }
+    mutex.initialize(to: pthread_mutex_t())
     pthread_mutex_init(mutex, nil)
-    self.value = (memory + Self.valueOffset).initializeMemory(as: Value.self, repeating: value, count: 1)
   }
 
-  deinit {
-    value.deinitialize(count: 1)
-    pthread_mutex_destroy(mutex)
-    mutex.deinitialize(count: 1)
-    UnsafeMutableRawPointer(mutex).deallocate()
-  }
+  /// Whether `self` and `other` are the same value (copies of one `Locked`).
+  package func isSame(as other: Locked<Value>) -> Bool { storage === other.storage }
 
   /// Runs `body` with exclusive access to the value. Not re-entrant. Inlinable, so that hot
   /// paths in other modules of the package (the defaults cache) get a specialised copy.
@@ -46,6 +45,7 @@ package final class Locked<Value>: @unchecked Sendable {
   package func withLock<Result, Failure: Error>(
     _ body: (inout Value) throws(Failure) -> Result
   ) throws(Failure) -> Result {
+    // `self`, and so `storage`, lives for the whole call: the caller holds it.
     pthread_mutex_lock(mutex)
     defer { pthread_mutex_unlock(mutex) }
     return try body(&value.pointee)
