@@ -17,11 +17,14 @@ struct PresenceEdgeTests {
 
   /// Takes the presence file's lock the way a claimant does before it writes its record (on an
   /// open file description of its own, so it contends with this process's own descriptors).
-  private func lockWithoutRecord(_ name: String) throws -> CInt {
+  ///
+  /// - Parameter waiting: wait for the lock, for a file that a watch of this process may be
+  ///   probing at that moment (a probe holds a shared lock for an instant).
+  private func lockWithoutRecord(_ name: String, waiting: Bool = false) throws -> CInt {
     let path = directory.path + "/.liaison/presence/" + name
     let fd = open(path, O_RDWR | O_CLOEXEC)
     try #require(fd >= 0, "cannot open \(path)")
-    try #require(flock(fd, LOCK_EX | LOCK_NB) == 0)
+    try #require(flock(fd, waiting ? LOCK_EX : LOCK_EX | LOCK_NB) == 0)
     return fd
   }
 
@@ -88,7 +91,7 @@ struct PresenceEdgeTests {
     var locked: UInt64 = 0
     var unlocked: UInt64 = 0
     for _ in 1...20 {
-      let fd = try lockWithoutRecord("recording")
+      let fd = try lockWithoutRecord("recording", waiting: true)
       let time = try round()
       close(fd)
       locked += time
