@@ -133,13 +133,8 @@ final class SQLiteUpsert {
   private var statement: OpaquePointer?
 
   init(path: String) throws {
-    guard sqlite3_open(path, &db) == SQLITE_OK else { throw BenchError("cannot open \(path)") }
-    for sql in [
-      "PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL",
-      "CREATE TABLE IF NOT EXISTS entry (domain TEXT, key TEXT, value BLOB, PRIMARY KEY (domain, key)) WITHOUT ROWID",
-    ] {
-      guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw BenchError("cannot run \(sql)") }
-    }
+    db = try openFloorDatabase(
+      path, table: "entry (domain TEXT, key TEXT, value BLOB, PRIMARY KEY (domain, key)) WITHOUT ROWID")
     let upsert = """
       INSERT INTO entry (domain, key, value) VALUES ('bench', 'counter', ?)
       ON CONFLICT (domain, key) DO UPDATE SET value = excluded.value
@@ -162,6 +157,17 @@ final class SQLiteUpsert {
     sqlite3_reset(statement)
     guard sqlite3_exec(db, "COMMIT", nil, nil, nil) == SQLITE_OK else { throw BenchError("commit failed") }
   }
+}
+
+/// Opens a floor's database as the store's are set up (WAL, `synchronous = NORMAL`), with `table`
+/// (a name and its columns) created if missing.
+func openFloorDatabase(_ path: String, table: String) throws -> OpaquePointer? {
+  var db: OpaquePointer?
+  guard sqlite3_open(path, &db) == SQLITE_OK else { throw BenchError("cannot open \(path)") }
+  for sql in ["PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "CREATE TABLE IF NOT EXISTS " + table] {
+    guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw BenchError("cannot run \(sql)") }
+  }
+  return db
 }
 
 struct BenchError: Error, CustomStringConvertible {

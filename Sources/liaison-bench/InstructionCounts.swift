@@ -235,13 +235,7 @@ final class SQLiteInsert {
   private var statement: OpaquePointer?
 
   init(path: String) throws {
-    guard sqlite3_open(path, &db) == SQLITE_OK else { throw BenchError("cannot open \(path)") }
-    for sql in [
-      "PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL",
-      "CREATE TABLE IF NOT EXISTS queue (position INTEGER PRIMARY KEY AUTOINCREMENT, payload BLOB NOT NULL)",
-    ] {
-      guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw BenchError("cannot run \(sql)") }
-    }
+    db = try openFloorDatabase(path, table: SQLiteQueue.table)
     guard sqlite3_prepare_v2(db, "INSERT INTO queue (payload) VALUES (?)", -1, &statement, nil) == SQLITE_OK else {
       throw BenchError("cannot prepare the insert")
     }

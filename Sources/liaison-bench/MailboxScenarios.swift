@@ -117,19 +117,14 @@ struct BenchMessage: Codable, Sendable {
 /// order and deleted in another, on a WAL database with `synchronous = NORMAL`, through the
 /// SQLite C API, in one process.
 final class SQLiteQueue {
+  static let table = "queue (position INTEGER PRIMARY KEY AUTOINCREMENT, payload BLOB NOT NULL)"
   private var db: OpaquePointer?
   private var insert: OpaquePointer?
   private var select: OpaquePointer?
   private var delete: OpaquePointer?
 
   init(path: String) throws {
-    guard sqlite3_open(path, &db) == SQLITE_OK else { throw BenchError("cannot open \(path)") }
-    for sql in [
-      "PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL",
-      "CREATE TABLE IF NOT EXISTS queue (position INTEGER PRIMARY KEY AUTOINCREMENT, payload BLOB NOT NULL)",
-    ] {
-      guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw BenchError("cannot run \(sql)") }
-    }
+    db = try openFloorDatabase(path, table: Self.table)
     for (sql, statement) in [
       ("INSERT INTO queue (payload) VALUES (?)", \SQLiteQueue.insert),
       ("SELECT position, payload FROM queue ORDER BY position LIMIT ?", \SQLiteQueue.select),
