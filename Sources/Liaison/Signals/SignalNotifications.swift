@@ -116,9 +116,9 @@ extension Signal {
 }
 
 extension Signal {
-  /// Calls `handler` on Liaison's event-loop thread for each notification: the fastest delivery,
-  /// with one thread wake-up (the kernel's, of the event-loop thread) where the other forms add a
-  /// second (a queue's or a task's thread). For a handler that returns at once: set a flag, signal
+  /// Calls `handler` on Liaison's event loop for each notification (its thread on Linux, its
+  /// serial queue on Apple platforms): the fastest delivery, with one thread wake-up (the event
+  /// loop's) where the other forms add a second (a queue's or a task's thread). For a handler that returns at once: set a flag, signal
   /// a semaphore, write a byte to a pipe, `yield` into a stream of your own.
   ///
   /// The handler must not block, wait, or do slow work: while it runs, every other signal,
