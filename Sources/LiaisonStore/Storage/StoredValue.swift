@@ -77,6 +77,10 @@ package struct StoredValue: Sendable {
     return Data(bytes)
   }
 
+  /// JSON text as given, for tools that do not know the type (`liaison defaults write`, `liaison
+  /// send`).
+  ///
+  /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` when `json` is not JSON.
   init(json: Data, what: String) throws(LiaisonError) {
     guard (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) != nil else {
       throw LiaisonError(.invalidArgument, "\(what) is not valid JSON.")
