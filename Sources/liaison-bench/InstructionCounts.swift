@@ -12,7 +12,6 @@
 // kernel's own work is not counted, which is why times stay beside these counts.
 
 import Foundation
-import GRDBSQLite
 import Liaison
 import LiaisonStore
 
@@ -115,7 +114,7 @@ enum InstructionCounts {
       }
     },
     Operation(name: "floor.sqlite-insert", floor: nil, short: 200, long: 1_200) { directory in
-      let floor = try SQLiteInsert(path: directory + "/floor-insert.sqlite")
+      let floor = try SQLiteQueue(path: directory + "/floor-insert.sqlite")
       var value: UInt64 = 0
       return {
         value += 1
@@ -225,33 +224,5 @@ enum InstructionCounts {
     for _ in 0..<repetitions { try body() }
     try? FileManager.default.removeItem(atPath: directory)
     exit(0)
-  }
-}
-
-/// The floor of a send: one prepared insert of an 8-byte payload in its own `BEGIN IMMEDIATE`
-/// transaction, on a WAL database with `synchronous = NORMAL`, through the SQLite C API.
-final class SQLiteInsert {
-  private var db: OpaquePointer?
-  private var statement: OpaquePointer?
-
-  init(path: String) throws {
-    db = try openFloorDatabase(path, table: SQLiteQueue.table)
-    guard sqlite3_prepare_v2(db, "INSERT INTO queue (payload) VALUES (?)", -1, &statement, nil) == SQLITE_OK else {
-      throw BenchError("cannot prepare the insert")
-    }
-  }
-
-  deinit {
-    sqlite3_finalize(statement)
-    sqlite3_close(db)
-  }
-
-  func insert(_ value: UInt64) throws {
-    sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
-    var payload = value.littleEndian
-    sqlite3_bind_blob(statement, 1, &payload, 8, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
-    guard sqlite3_step(statement) == SQLITE_DONE else { throw BenchError("insert failed") }
-    sqlite3_reset(statement)
-    guard sqlite3_exec(db, "COMMIT", nil, nil, nil) == SQLITE_OK else { throw BenchError("commit failed") }
   }
 }

@@ -141,6 +141,17 @@ final class SQLiteQueue {
     sqlite3_close(db)
   }
 
+  /// The floor of one send: an 8-byte payload inserted in its own `BEGIN IMMEDIATE` transaction
+  /// (`liaison-bench instructions`' `floor.sqlite-insert`).
+  func insert(_ value: UInt64) throws {
+    sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
+    var payload = value.littleEndian
+    sqlite3_bind_blob(insert, 1, &payload, 8, unsafeBitCast(-1, to: sqlite3_destructor_type.self))
+    guard sqlite3_step(insert) == SQLITE_DONE else { throw BenchError("insert failed") }
+    sqlite3_reset(insert)
+    guard sqlite3_exec(db, "COMMIT", nil, nil, nil) == SQLITE_OK else { throw BenchError("commit failed") }
+  }
+
   /// Inserts the batch (JSON-encoded, as the mailbox stores it), then reads it back and deletes it.
   func passBatch(_ messages: [BenchMessage]) throws {
     let encoder = JSONEncoder()
