@@ -24,7 +24,7 @@ import Liaison
 /// signal, which feeds ``changes()`` and ``changes(of:)`` in every process.
 public final class SharedDefaults: Sendable {
   /// The largest value, in bytes of its stored form.
-  public static let maximumValueSize = 1 << 20
+  public static let maximumValueSize = StoredValue.maximumDefaultsValueSize
 
   /// How often SQLite's busy handler ran in this process (a wait inside SQLite for another
   /// connection): zero while only Liaison writes, which the tests check.
@@ -421,25 +421,7 @@ public struct DefaultsTransaction {
   }
 }
 
-/// A value as it is stored, for tools that do not know its type.
-public enum DefaultsRawValue: Sendable, Hashable {
-  /// JSON text: any `Codable` value other than `Data`.
-  case json(Data)
-  /// Raw bytes: a `Data` value.
-  case data(Data)
-}
-
 extension StoredValue {
-  /// `value` in its stored form for the key `key`, checked against ``SharedDefaults/maximumValueSize``.
-  package init<Value: Encodable>(_ value: Value, key: DefaultsKey<some Codable & Sendable>, domain: LiaisonName)
-    throws(LiaisonError)
-  {
-    try self.init(encoding: value, with: JSONEncoder(), what: "The value for '\(key.name)' in '\(domain)'")
-    try checkSize(
-      SharedDefaults.maximumValueSize, what: "The value for '\(key.name)' in '\(domain)'",
-      advice: "Store large data in a file or a shared database.")
-  }
-
   static func fetch(_ db: Database, domain: LiaisonName, key: LiaisonName, path: String) throws -> StoredValue? {
     // Cached statements: preparing (and authorizing) a statement costs more than running it.
     let statement = try db.cachedStatement(sql: "SELECT kind, value FROM defaults_entry WHERE domain = ? AND key = ?")
@@ -456,8 +438,6 @@ extension StoredValue {
     return (key, try StoredValue(row: row, kindColumn: 1, valueColumn: 2, path: path).raw)
   }
 
-  package var raw: DefaultsRawValue { kind == .data ? .data(bytes) : .json(bytes) }
-
   func save(_ db: Database, domain: LiaisonName, key: LiaisonName) throws {
     let statement = try db.cachedStatement(
       sql: """
@@ -465,21 +445,6 @@ extension StoredValue {
         ON CONFLICT (domain, key) DO UPDATE SET kind = excluded.kind, value = excluded.value
         """)
     try statement.execute(arguments: [domain.rawValue, key.rawValue, kind.rawValue, bytes])
-  }
-
-  package func decode<Value>(_ key: DefaultsKey<Value>, domain: LiaisonName) throws(LiaisonError) -> Value {
-    if kind == .data, let data = bytes as? Value { return data }
-    do {
-      guard kind == .json else {
-        throw DecodingError.typeMismatch(Value.self, .init(codingPath: [], debugDescription: "raw bytes"))
-      }
-      return try JSONDecoder().decode(Value.self, from: bytes)
-    } catch {
-      throw LiaisonError(
-        .typeMismatch,
-        "The value of '\(key.name)' in '\(domain)' cannot be read as \(Value.self) (it was stored as another type). "
-          + "Read it with the type it was written with, or overwrite it.")
-    }
   }
 }
 
@@ -534,14 +499,6 @@ extension SharedDefaults {
   public func setJSON(_ json: Data, for name: LiaisonName, timeout: Duration? = nil) async throws {
     let stored = try StoredValue(checkedJSON: json, key: name, domain: domain)
     try await write(timeout: timeout) { db in try stored.save(db, domain: domain, key: name) }
-  }
-}
-
-extension StoredValue {
-  /// JSON text as given, checked to be JSON and against the size limit.
-  fileprivate init(checkedJSON json: Data, key: LiaisonName, domain: LiaisonName) throws(LiaisonError) {
-    try self.init(json: json, what: "The value for '\(key)' in '\(domain)'")
-    try checkSize(SharedDefaults.maximumValueSize, what: "The value for '\(key)' in '\(domain)'", advice: "")
   }
 }
 

@@ -47,24 +47,8 @@ public final class Mailbox: Sendable {
   /// same id is still recognised: 7 days.
   public static let acknowledgedIDRetention: Duration = .seconds(7 * 24 * 3600)
 
-  /// The sizes a mailbox may reach. They are the mailbox's own, stored with it: every send, from
-  /// any process, is checked against the same limits, which ``setLimits(_:timeout:)-62w54`` changes
-  /// (the receiver's side usually sets them). Until then, the defaults hold.
-  public struct Limits: Sendable, Hashable {
-    /// The largest payload, in bytes of its stored form. Default 1 MiB.
-    public var maximumMessageSize: Int
-    /// The most messages waiting (including quarantined ones). Default 1,000,000.
-    public var maximumMessages: Int
-    /// The most payload bytes waiting (including quarantined ones). Default 256 MiB.
-    public var maximumBytes: Int
-
-    /// Limits of your choosing; each one left out keeps its default.
-    public init(maximumMessageSize: Int = 1 << 20, maximumMessages: Int = 1_000_000, maximumBytes: Int = 256 << 20) {
-      self.maximumMessageSize = maximumMessageSize
-      self.maximumMessages = maximumMessages
-      self.maximumBytes = maximumBytes
-    }
-  }
+  /// The sizes a mailbox may reach (see ``/Liaison/MailboxLimits``).
+  public typealias Limits = MailboxLimits
 
   init(name: LiaisonName, sender: String, container: SharedContainer) throws(LiaisonError) {
     guard !sender.isEmpty, sender.utf8.count <= 256 else {
@@ -238,7 +222,7 @@ public final class Mailbox: Sendable {
 
   // MARK: Limits
 
-  /// The mailbox's limits: the ones last set by ``setLimits(_:timeout:)-62w54`` from any process, or
+  /// The mailbox's limits: the ones last set by ``setLimits(_:timeout:)-9sdnm`` from any process, or
   /// the defaults.
   public func limits() throws(LiaisonError) -> Limits {
     try store.read { db in try MailboxTotals.fetch(db, mailbox: name).limits }
@@ -467,45 +451,6 @@ extension SharedContainer {
       }
     }
   }
-}
-
-/// A mailbox's backlog, as ``Liaison/SharedContainer/mailboxes()`` reports it.
-public struct MailboxInfo: Sendable, Hashable {
-  /// The mailbox's name.
-  public let name: LiaisonName
-  /// Messages waiting to be received and acknowledged.
-  public let waiting: Int
-  /// Messages set aside because the receiver could not decode them.
-  public let quarantined: Int
-  /// The payload bytes of all of them.
-  public let bytes: Int
-}
-
-/// A message as ``Mailbox/peek(limit:)`` shows it, in its stored form.
-public struct MailboxEntry: Sendable, Hashable {
-  /// The message's id: the sender's own, or one made at the send.
-  public let id: String
-  /// When the send was made, by the sender's clock.
-  public let sentAt: Date
-  /// The sender's name (``Mailbox/sender``).
-  public let sender: String
-  /// The payload as stored: JSON, or the bytes of a `Data`.
-  public let payload: MailboxPayload
-  /// Why the receiver could not decode it; `nil` for a message waiting normally.
-  public let quarantineReason: String?
-}
-
-/// A message's payload in its stored form, for tools that do not know its type.
-public enum MailboxPayload: Sendable, Hashable {
-  /// JSON text: any `Codable` payload other than `Data`.
-  case json(Data)
-  /// Raw bytes: a `Data` payload.
-  case data(Data)
-}
-
-extension StoredValue {
-  /// The value as a mailbox payload.
-  package var payload: MailboxPayload { kind == .data ? .data(bytes) : .json(bytes) }
 }
 
 /// A message about to be stored: its id and its encoded payload. Its size is checked against the

@@ -2,22 +2,6 @@ import Foundation
 import GRDB
 import Liaison
 
-/// A message delivered by a ``MailboxReceiver``: acknowledge it once it is handled.
-public struct MailboxEnvelope<Payload: Sendable>: Sendable {
-  /// The message's id: the sender's own, or one made at the send.
-  public let id: String
-  /// When the send was made, by the sender's clock.
-  public let sentAt: Date
-  /// The sender's name (``Mailbox/sender``).
-  public let sender: String
-  /// The message, decoded as the type the receiver asked for.
-  public let payload: Payload
-  /// Where the message stands in the mailbox: what an acknowledgement removes.
-  let position: Int64
-  /// The mailbox it came from: an acknowledgement by another mailbox's receiver is refused.
-  let mailbox: LiaisonName
-}
-
 /// The one receiver of a mailbox: receives its messages in order and acknowledges them.
 ///
 /// A mailbox has **one receiver at a time**, across every process: ``Mailbox/receiver()`` takes
@@ -84,7 +68,7 @@ public final class MailboxReceiver: Sendable {
   // MARK: Receiving
 
   /// The messages, decoded as `Payload`, as an `AsyncSequence` that waits for new ones: the
-  /// receiver's main loop. Acknowledge each with ``acknowledge(_:timeout:)-5vtfc`` once handled.
+  /// receiver's main loop. Acknowledge each with ``acknowledge(_:timeout:)-73fhw`` once handled.
   ///
   /// A message that cannot be decoded as `Payload` is quarantined (see ``Mailbox``) and skipped.
   /// The sequence ends with an error if the store fails or the receiver is closed or suspended;
@@ -536,40 +520,5 @@ extension MailboxReceiver {
   static func rememberAcknowledged(_ db: Database) throws -> Statement {
     try db.cachedStatement(
       sql: "INSERT OR REPLACE INTO mailbox_acknowledged (mailbox, id, acknowledged_at) VALUES (?, ?, ?)")
-  }
-}
-
-extension StoredValue {
-  /// The payload as `Payload`, or why it cannot be: raw bytes are a `Data`; JSON is decoded (and
-  /// is also readable, as its text bytes, as a `Data`).
-  package func decodeMessage<Payload: Decodable>(as type: Payload.Type, using decoder: JSONDecoder)
-    -> Result<Payload, UndecodableMessage>
-  {
-    if let data = bytes as? Payload { return .success(data) }
-    guard kind == .json else { return .failure(UndecodableMessage(reason: "it is raw bytes (sent as Data)")) }
-    do {
-      return .success(try decoder.decode(Payload.self, from: bytes))
-    } catch let DecodingError.dataCorrupted(context) {
-      return .failure(UndecodableMessage(reason: "not valid JSON (\(context.debugDescription))"))
-    } catch let DecodingError.keyNotFound(key, context) {
-      return .failure(UndecodableMessage(reason: "no value for '\(key.stringValue)'\(context.where)"))
-    } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
-      return .failure(UndecodableMessage(reason: "\(context.debugDescription)\(context.where)"))
-    } catch {
-      return .failure(UndecodableMessage(reason: "\(error)"))
-    }
-  }
-}
-
-/// Why a payload cannot be read as the receiver's type: what quarantine records.
-package struct UndecodableMessage: Error {
-  package let reason: String
-}
-
-extension DecodingError.Context {
-  /// " at a.b.c" for a nested value, "" at the top.
-  fileprivate var `where`: String {
-    codingPath.isEmpty
-      ? "" : " at " + codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
   }
 }

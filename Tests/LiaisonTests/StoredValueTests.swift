@@ -1,7 +1,6 @@
 import Foundation
+import Liaison
 import Testing
-
-@testable import LiaisonStore
 
 /// The JSON that a `set` writes for the commonest types without `JSONEncoder` reads back, with
 /// `JSONDecoder`, as exactly the value written, as `JSONEncoder`'s output does.

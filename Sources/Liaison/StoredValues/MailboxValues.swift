@@ -1,0 +1,137 @@
+import Foundation
+
+/// A message delivered by a mailbox's receiver (`MailboxReceiver` in `LiaisonStore`, or
+/// `PostgresMailboxReceiver` in `LiaisonPostgres`): acknowledge it once it is handled.
+public struct MailboxEnvelope<Payload: Sendable>: Sendable {
+  /// The message's id: the sender's own, or one made at the send.
+  public let id: String
+  /// When the send was made, by the sender's clock.
+  public let sentAt: Date
+  /// The sender's name (the `sender` of the mailbox handle that sent it).
+  public let sender: String
+  /// The message, decoded as the type the receiver asked for.
+  public let payload: Payload
+  /// Where the message stands in the mailbox: what an acknowledgement removes.
+  package let position: Int64
+  /// The mailbox it came from: an acknowledgement by another mailbox's receiver is refused.
+  package let mailbox: LiaisonName
+
+  package init(id: String, sentAt: Date, sender: String, payload: Payload, position: Int64, mailbox: LiaisonName) {
+    self.id = id
+    self.sentAt = sentAt
+    self.sender = sender
+    self.payload = payload
+    self.position = position
+    self.mailbox = mailbox
+  }
+}
+
+/// The sizes a mailbox may reach. They are the mailbox's own, stored with it: every send, from
+/// any process, is checked against the same limits, which `setLimits(_:timeout:)` changes
+/// (the receiver's side usually sets them). Until then, the defaults hold.
+public struct MailboxLimits: Sendable, Hashable {
+  /// The largest payload, in bytes of its stored form. Default 1 MiB.
+  public var maximumMessageSize: Int
+  /// The most messages waiting (including quarantined ones). Default 1,000,000.
+  public var maximumMessages: Int
+  /// The most payload bytes waiting (including quarantined ones). Default 256 MiB.
+  public var maximumBytes: Int
+
+  /// Limits of your choosing; each one left out keeps its default.
+  public init(maximumMessageSize: Int = 1 << 20, maximumMessages: Int = 1_000_000, maximumBytes: Int = 256 << 20) {
+    self.maximumMessageSize = maximumMessageSize
+    self.maximumMessages = maximumMessages
+    self.maximumBytes = maximumBytes
+  }
+}
+
+/// A mailbox's backlog, as a place's `mailboxes()` reports it.
+public struct MailboxInfo: Sendable, Hashable {
+  /// The mailbox's name.
+  public let name: LiaisonName
+  /// Messages waiting to be received and acknowledged.
+  public let waiting: Int
+  /// Messages set aside because the receiver could not decode them.
+  public let quarantined: Int
+  /// The payload bytes of all of them.
+  public let bytes: Int
+
+  package init(name: LiaisonName, waiting: Int, quarantined: Int, bytes: Int) {
+    self.name = name
+    self.waiting = waiting
+    self.quarantined = quarantined
+    self.bytes = bytes
+  }
+}
+
+/// A message as a mailbox's `peek(limit:)` shows it, in its stored form.
+public struct MailboxEntry: Sendable, Hashable {
+  /// The message's id: the sender's own, or one made at the send.
+  public let id: String
+  /// When the send was made, by the sender's clock.
+  public let sentAt: Date
+  /// The sender's name (the `sender` of the mailbox handle that sent it).
+  public let sender: String
+  /// The payload as stored: JSON, or the bytes of a `Data`.
+  public let payload: MailboxPayload
+  /// Why the receiver could not decode it; `nil` for a message waiting normally.
+  public let quarantineReason: String?
+
+  package init(id: String, sentAt: Date, sender: String, payload: MailboxPayload, quarantineReason: String?) {
+    self.id = id
+    self.sentAt = sentAt
+    self.sender = sender
+    self.payload = payload
+    self.quarantineReason = quarantineReason
+  }
+}
+
+/// A message's payload in its stored form, for tools that do not know its type.
+public enum MailboxPayload: Sendable, Hashable {
+  /// JSON text: any `Codable` payload other than `Data`.
+  case json(Data)
+  /// Raw bytes: a `Data` payload.
+  case data(Data)
+}
+
+extension StoredValue {
+  /// The value as a mailbox payload.
+  package var payload: MailboxPayload { kind == .data ? .data(bytes) : .json(bytes) }
+
+  /// The payload as `Payload`, or why it cannot be: raw bytes are a `Data`; JSON is decoded (and
+  /// is also readable, as its text bytes, as a `Data`).
+  package func decodeMessage<Payload: Decodable>(as type: Payload.Type, using decoder: JSONDecoder)
+    -> Result<Payload, UndecodableMessage>
+  {
+    if let data = bytes as? Payload { return .success(data) }
+    guard kind == .json else { return .failure(UndecodableMessage(reason: "it is raw bytes (sent as Data)")) }
+    do {
+      return .success(try decoder.decode(Payload.self, from: bytes))
+    } catch let DecodingError.dataCorrupted(context) {
+      return .failure(UndecodableMessage(reason: "not valid JSON (\(context.debugDescription))"))
+    } catch let DecodingError.keyNotFound(key, context) {
+      return .failure(UndecodableMessage(reason: "no value for '\(key.stringValue)'\(context.where)"))
+    } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+      return .failure(UndecodableMessage(reason: "\(context.debugDescription)\(context.where)"))
+    } catch {
+      return .failure(UndecodableMessage(reason: "\(error)"))
+    }
+  }
+}
+
+/// Why a payload cannot be read as the receiver's type: what quarantine records.
+package struct UndecodableMessage: Error {
+  package let reason: String
+
+  package init(reason: String) {
+    self.reason = reason
+  }
+}
+
+extension DecodingError.Context {
+  /// " at a.b.c" for a nested value, "" at the top.
+  fileprivate var `where`: String {
+    codingPath.isEmpty
+      ? "" : " at " + codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+  }
+}
