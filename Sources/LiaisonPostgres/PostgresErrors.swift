@@ -5,8 +5,13 @@
   /// PostgreSQL's and postgres-nio's errors as ``/Liaison/LiaisonError``s that say what to do.
   enum PostgresErrors {
     /// The SQLSTATE of a server error, if `error` is one.
-    static func sqlState(_ error: any Error) -> String? {
+    static func sqlState(_ error: (any Error)?) -> String? {
       (error as? PSQLError)?.serverInfo?[.sqlState]
+    }
+
+    /// The server's message, if `error` is a server error.
+    static func serverMessage(_ error: (any Error)?) -> String? {
+      (error as? PSQLError)?.serverInfo?[.message]
     }
 
     static func translate(_ error: any Error, doing what: String) -> any Error {

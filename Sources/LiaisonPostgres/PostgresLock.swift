@@ -172,6 +172,10 @@
     /// Whether the lock is still held: `false` once unlocked or lost.
     public var isHeld: Bool { session.isHeld }
 
+    /// The connection whose session holds the lock, while it does: a statement run on it runs
+    /// only while the lock is held (a mailbox's receiver reads and acknowledges on it).
+    var connection: PostgresConnection? { session.connection }
+
     /// Why the lock was lost (code ``/Liaison/LiaisonError/Code/lost``): its connection closed (a server
     /// restart, a terminated session) or stopped answering (a cut network, within the detection
     /// bound). `nil` while held and after ``unlock()``.

@@ -14,14 +14,21 @@
     /// Held by a presence's holder too; observers wait for it, shared, to learn of its end.
     static let watchClass: Int32 = 0x4C49_5057  // "LIPW"
 
+    /// The version of the schema this code needs, kept as the schema's comment: a database set
+    /// up by an older version gains the newer tables and functions at the next start.
+    static let version = "Liaison schema 2"
+
     /// The channel of every notification; the payload says which namespace and name.
     static let channel = "liaison"
 
-    /// Creates the schema and its tables unless they exist: one statement, under a lock.
+    /// Creates the schema, its tables and functions unless they are there in this ``version``:
+    /// one statement, under a lock. Every statement in it may run again (`IF NOT EXISTS`, `OR
+    /// REPLACE`).
     static func create(_ connector: Connector) async throws {
-      let exists = try await connector.query(
-        "SELECT to_regclass('liaison.signal') IS NOT NULL", doing: "look for Liaison's tables")
-      if try exists.first?.decode(Bool.self) == true { return }
+      let current = try await connector.query(
+        "SELECT obj_description(to_regnamespace('liaison'), 'pg_namespace') = \(version)",
+        doing: "look for Liaison's tables")
+      if try current.first?.decode(Bool?.self) == true { return }
       let setup = PostgresQuery(
         unsafeSQL: """
           DO $liaison$ BEGIN
@@ -49,6 +56,8 @@
               state bigint NOT NULL DEFAULT 0,
               posts bigint NOT NULL DEFAULT 0,
               PRIMARY KEY (namespace, name));
+            \(MailboxSchema.tablesAndFunctions)
+            COMMENT ON SCHEMA liaison IS '\(version)';
           END $liaison$
           """)
       _ = try await connector.query(setup, doing: "create Liaison's tables in the schema 'liaison'")

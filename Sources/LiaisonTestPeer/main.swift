@@ -9,7 +9,8 @@
 //
 // The commands are tables, one per part, in the part's file (`LockCommands.swift`,
 // `PresenceCommands.swift`, `SignalCommands.swift`, `DefaultsCommands.swift`,
-// `DatabaseCommands.swift`, `MailboxCommands.swift`, `ProcessCommands.swift`). To add a command,
+// `DatabaseCommands.swift`, `MailboxCommands.swift`, `ProcessCommands.swift`, and on any backend
+// `PlaceCommands.swift`, `PlaceMailboxCommands.swift`). To add a command,
 // add a `PeerCommand(name, usage) { words in … }` to its part's table; a new part is a new file
 // with its table, listed in `commandTables` below.
 
@@ -23,7 +24,7 @@ import Liaison
 
 let commandTables = [
   lockCommands, presenceCommands, signalCommands, defaultsCommands, databaseCommands, mailboxCommands,
-  processCommands, placeCommands, postgresCommands,
+  processCommands, placeCommands, placeMailboxCommands, postgresCommands,
 ]
 let commands = Dictionary(
   commandTables.joined().map { ($0.name, $0) },

@@ -30,6 +30,13 @@ public struct LiaisonName: Hashable, Sendable, CustomStringConvertible {
     rawValue = text
   }
 
+  /// A name of Liaison's own for something that belongs to `name` (a mailbox's receive lock on a
+  /// server): `KIND:NAME`, which the rule refuses, so that no name a user gives can be the same.
+  /// Never used as a path.
+  package init(reserved kind: String, _ name: LiaisonName) {
+    rawValue = kind + ":" + name.rawValue
+  }
+
   /// Wraps a file name found on disk, or `nil` when it does not follow the rule (a stray file).
   package init?(fileName: String) {
     guard Self.problem(with: fileName) == nil else { return nil }

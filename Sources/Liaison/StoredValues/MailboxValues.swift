@@ -94,6 +94,50 @@ public enum MailboxPayload: Sendable, Hashable {
   case data(Data)
 }
 
+/// A message about to be stored: its id and its encoded payload. Its size is checked against the
+/// mailbox's limits in the sending transaction.
+package struct OutgoingMessage: Sendable {
+  package let id: String
+  /// Whether the sender gave the id (a retried send with it stores nothing).
+  package let givenID: Bool
+  package let value: StoredValue
+
+  /// How long the id of an acknowledged message is remembered, on every backend: 7 days.
+  package static let acknowledgedIDRetention: Duration = .seconds(7 * 24 * 3600)
+
+  package init<Payload: Encodable>(_ payload: Payload, id: String?, mailbox: LiaisonName, encoder: JSONEncoder)
+    throws(LiaisonError)
+  {
+    try self.init(
+      StoredValue(encoding: payload, with: encoder, what: "A message for mailbox '\(mailbox)'"), id: id,
+      mailbox: mailbox)
+  }
+
+  /// 128 random bits as 32 hexadecimal digits (Foundation's `UUID()` opens `/dev/urandom` at each
+  /// call on Linux, which costs more than the rest of a send's preparation).
+  package static func uniqueID() -> String {
+    var generator = SystemRandomNumberGenerator()
+    return (0..<2).map { _ in
+      let digits = String(generator.next() as UInt64, radix: 16)
+      return String(repeating: "0", count: 16 - digits.count) + digits
+    }.joined()
+  }
+
+  package init(_ value: StoredValue, id: String?, mailbox: LiaisonName) throws(LiaisonError) {
+    if let id {
+      guard !id.isEmpty, id.utf8.count <= 256 else {
+        throw LiaisonError(
+          .invalidArgument, "A message id for mailbox '\(mailbox)' must be 1 to 256 bytes long; it is \(id.utf8.count)."
+        )
+      }
+      (self.id, givenID) = (id, true)
+    } else {
+      (self.id, givenID) = (Self.uniqueID(), false)
+    }
+    self.value = value
+  }
+}
+
 extension StoredValue {
   /// The value as a mailbox payload.
   package var payload: MailboxPayload { kind == .data ? .data(bytes) : .json(bytes) }

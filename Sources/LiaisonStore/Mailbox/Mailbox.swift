@@ -45,7 +45,7 @@ public final class Mailbox: Sendable {
 
   /// How long the id of an acknowledged message is remembered, so that a send retried with the
   /// same id is still recognised: 7 days.
-  public static let acknowledgedIDRetention: Duration = .seconds(7 * 24 * 3600)
+  public static let acknowledgedIDRetention = OutgoingMessage.acknowledgedIDRetention
 
   /// The sizes a mailbox may reach (see ``/Liaison/MailboxLimits``).
   public typealias Limits = MailboxLimits
@@ -450,46 +450,6 @@ extension SharedContainer {
         return MailboxInfo(name: name, waiting: messages - quarantined, quarantined: quarantined, bytes: bytes)
       }
     }
-  }
-}
-
-/// A message about to be stored: its id and its encoded payload. Its size is checked against the
-/// mailbox's limits in the sending transaction.
-struct OutgoingMessage {
-  let id: String
-  let givenID: Bool
-  let value: StoredValue
-
-  init<Payload: Encodable>(_ payload: Payload, id: String?, mailbox: LiaisonName, encoder: JSONEncoder)
-    throws(LiaisonError)
-  {
-    try self.init(
-      StoredValue(encoding: payload, with: encoder, what: "A message for mailbox '\(mailbox)'"), id: id,
-      mailbox: mailbox)
-  }
-
-  /// 128 random bits as 32 hexadecimal digits (Foundation's `UUID()` opens `/dev/urandom` at each
-  /// call on Linux, which costs more than the rest of a send's preparation).
-  static func uniqueID() -> String {
-    var generator = SystemRandomNumberGenerator()
-    return (0..<2).map { _ in
-      let digits = String(generator.next() as UInt64, radix: 16)
-      return String(repeating: "0", count: 16 - digits.count) + digits
-    }.joined()
-  }
-
-  init(_ value: StoredValue, id: String?, mailbox: LiaisonName) throws(LiaisonError) {
-    if let id {
-      guard !id.isEmpty, id.utf8.count <= 256 else {
-        throw LiaisonError(
-          .invalidArgument, "A message id for mailbox '\(mailbox)' must be 1 to 256 bytes long; it is \(id.utf8.count)."
-        )
-      }
-      (self.id, givenID) = (id, true)
-    } else {
-      (self.id, givenID) = (Self.uniqueID(), false)
-    }
-    self.value = value
   }
 }
 

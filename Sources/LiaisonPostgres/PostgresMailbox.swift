@@ -1,0 +1,306 @@
+#if Postgres
+  import Foundation
+  import Liaison
+  import PostgresNIO
+
+  /// A durable, named queue of messages to one receiver on any host, which need not be running:
+  /// the analogue of `Mailbox` (in `LiaisonStore`) for a fleet, with the same promises.
+  ///
+  /// ```swift
+  /// let inbox = try place.mailbox("invoices")
+  /// try await inbox.send(Invoice(number: 7), id: "invoice-7")   // stored once, even if retried
+  ///
+  /// // On the receiving host, the one receiver:
+  /// let receiver = try await inbox.receiver()
+  /// for try await envelope in receiver.messages(Invoice.self) {
+  ///   try await handle(envelope.payload)
+  ///   try await receiver.acknowledge(envelope)
+  /// }
+  /// ```
+  ///
+  /// **Delivery.** In the order the sends committed (FIFO), to one receiver at a time, **at least
+  /// once**: a message is removed only when the receiver acknowledges it. A receiver that dies
+  /// before acknowledging leaves its messages to the next receiver, which can start at once when
+  /// the process died, and within the container's detection bound when its host died or its
+  /// network was cut (the server ends the dead receiver's session then).
+  ///
+  /// **Sending** is one statement: the messages are stored and the receiver notified in one
+  /// commit; nobody polls. Once `send` returns, the message survives a crash of the server (it is
+  /// committed). A send may carry its own `id`: a second send with an id that waits, or was
+  /// acknowledged within the last ``acknowledgedIDRetention``, stores nothing.
+  ///
+  /// **Payloads** are any `Codable` value, stored as JSON, or `Data`, stored as its bytes. A
+  /// payload the receiver cannot decode as the type it asks for is quarantined, as locally.
+  ///
+  /// **One receiver, or several consumers?** One receiver at a time is the rule, as locally: it
+  /// gives FIFO order and lets a receiver read ahead with no lock per message. Work that many
+  /// workers should share is better sent to several mailboxes (one per worker or per shard):
+  /// `SELECT … FOR UPDATE SKIP LOCKED` would give up the order, and costs a write per message
+  /// taken.
+  public final class PostgresMailbox: Sendable {
+    /// The mailbox's name.
+    public let name: LiaisonName
+    /// The name this handle's messages are sent under (the envelope's `sender`).
+    public let sender: String
+    let container: PostgresContainer
+
+    /// The sizes a mailbox may reach (see ``/Liaison/MailboxLimits``).
+    public typealias Limits = MailboxLimits
+
+    /// How long the id of an acknowledged message is remembered, so that a send retried with the
+    /// same id is still recognised: 7 days, as locally.
+    public static let acknowledgedIDRetention = OutgoingMessage.acknowledgedIDRetention
+
+    init(container: PostgresContainer, name: LiaisonName, sender: String) throws(LiaisonError) {
+      guard !sender.isEmpty, sender.utf8.count <= 256 else {
+        throw LiaisonError(
+          .invalidArgument,
+          "The sender name of mailbox '\(name)' must be 1 to 256 bytes long; it is \(sender.utf8.count).")
+      }
+      self.container = container
+      self.name = name
+      self.sender = sender
+    }
+
+    // MARK: Sending
+
+    /// Stores `payload` at the end of the mailbox and notifies the receiver: one statement, one
+    /// commit. Never waits for the receiver.
+    ///
+    /// - Parameters:
+    ///   - payload: a `Codable` value (stored as JSON) or `Data` (stored as its bytes).
+    ///   - id: the message's id, 1 to 256 bytes; when a message with this id waits or was
+    ///     acknowledged recently (``acknowledgedIDRetention``), nothing is stored. `nil` makes a
+    ///     new unique id.
+    /// - Returns: the message's id.
+    /// - Throws: ``/Liaison/LiaisonError/Code/tooLarge`` when the payload or the mailbox would exceed
+    ///   the mailbox's ``limits()``; ``/Liaison/LiaisonError/Code/invalidArgument`` for an empty or too
+    ///   long id, or a value that cannot be encoded; ``/Liaison/LiaisonError/Code/unavailable`` when
+    ///   the server cannot be reached (the message may then have been stored or not: send it
+    ///   again with the same `id` to be sure it is stored once).
+    @discardableResult
+    public func send<Payload: Encodable>(_ payload: Payload, id: String? = nil) async throws -> String {
+      try await store([OutgoingMessage(payload, id: id, mailbox: name, encoder: JSONEncoder())])[0]
+    }
+
+    /// Stores every payload, in order, in one statement (all or none), and notifies the receiver
+    /// once: the fast way to send many messages. Each gets a new unique id.
+    ///
+    /// - Returns: the messages' ids, in order.
+    /// - Throws: as ``send(_:id:)``; nothing is stored then.
+    @discardableResult
+    public func sendAll<Payload: Encodable>(_ payloads: some Sequence<Payload>) async throws -> [String] {
+      let encoder = JSONEncoder()
+      var messages: [OutgoingMessage] = []
+      for payload in payloads {
+        messages.append(try OutgoingMessage(payload, id: nil, mailbox: name, encoder: encoder))
+      }
+      guard !messages.isEmpty else { return [] }
+      return try await store(messages)
+    }
+
+    /// Sends JSON text as it is, for tools that do not know the payload's type (the `liaison send`
+    /// command). Any JSON value is accepted, including a bare string or number.
+    ///
+    /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` when `json` is not valid JSON; as
+    ///   ``send(_:id:)`` otherwise.
+    @discardableResult
+    public func sendJSON(_ json: Data, id: String? = nil) async throws -> String {
+      let value = try StoredValue(json: json, what: "The message for mailbox '\(name)'")
+      return try await store([OutgoingMessage(value, id: id, mailbox: name)])[0]
+    }
+
+    private func store(_ messages: [OutgoingMessage]) async throws -> [String] {
+      let retention = Double(Self.acknowledgedIDRetention.components.seconds)
+      let ids = messages.map(\.id)
+      do {
+        _ = try await container.query(
+          """
+          SELECT liaison.mailbox_send(\(container.namespace.rawValue), \(name.rawValue), \(sender),
+            \(Date().timeIntervalSince1970), \(retention), \(ids), \(messages.map(\.givenID)),
+            \(messages.map { Int16($0.value.kind.rawValue) }), \(messages.map { ByteBuffer(bytes: $0.value.bytes) }))
+          """, doing: "send to the mailbox '\(name)'")
+      } catch let error as LiaisonError where PostgresErrors.sqlState(error.cause) == MailboxSchema.overLimit {
+        throw LiaisonError(
+          .tooLarge,
+          "\(PostgresErrors.serverMessage(error.cause) ?? "The mailbox '\(name)' is full.") Nothing was sent: the receiver must acknowledge messages (or remove quarantined "
+            + "ones) first, or the limits be raised (setLimits).")
+      }
+      return ids
+    }
+
+    // MARK: Limits
+
+    /// The mailbox's limits: the ones last set by ``setLimits(_:)`` from any host, or the
+    /// defaults.
+    public func limits() async throws -> Limits {
+      let rows = try await container.query(
+        """
+        SELECT maximum_message_size, maximum_messages, maximum_bytes FROM liaison.mailbox
+        WHERE namespace = \(container.namespace.rawValue) AND name = \(name.rawValue)
+        """, doing: "read the limits of the mailbox '\(name)'")
+      guard let row = rows.first else { return Limits() }
+      let (size, messages, bytes) = try row.decode((Int64, Int64, Int64).self, context: .default)
+      return Limits(maximumMessageSize: Int(size), maximumMessages: Int(messages), maximumBytes: Int(bytes))
+    }
+
+    /// Sets the mailbox's limits, for every sender on every host from their next send on.
+    /// Messages already waiting stay, even over the new limits.
+    ///
+    /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` when a limit is not positive.
+    public func setLimits(_ limits: Limits) async throws {
+      guard limits.maximumMessageSize > 0, limits.maximumMessages > 0, limits.maximumBytes > 0 else {
+        throw LiaisonError(
+          .invalidArgument,
+          "The limits of mailbox '\(name)' must be positive; they are \(limits.maximumMessageSize) bytes per message, "
+            + "\(limits.maximumMessages) messages, \(limits.maximumBytes) bytes.")
+      }
+      _ = try await container.query(
+        """
+        INSERT INTO liaison.mailbox AS b (namespace, name, maximum_message_size, maximum_messages, maximum_bytes)
+        VALUES (\(container.namespace.rawValue), \(name.rawValue), \(limits.maximumMessageSize),
+          \(limits.maximumMessages), \(limits.maximumBytes))
+        ON CONFLICT (namespace, name) DO UPDATE SET maximum_message_size = excluded.maximum_message_size,
+          maximum_messages = excluded.maximum_messages, maximum_bytes = excluded.maximum_bytes
+        """, doing: "set the limits of the mailbox '\(name)'")
+    }
+
+    // MARK: Looking without receiving
+
+    /// The first `limit` messages in their stored form, quarantined ones included (with their
+    /// reason), without receiving them.
+    public func peek(limit: Int = 100) async throws -> [MailboxEntry] {
+      let rows = try await container.query(
+        """
+        SELECT \(unescaped: MailboxRow.columns) FROM liaison.mailbox_message
+        WHERE namespace = \(container.namespace.rawValue) AND mailbox = \(name.rawValue)
+        ORDER BY position LIMIT \(max(1, limit))
+        """, doing: "look into the mailbox '\(name)'")
+      return try rows.map { row in
+        let message = try MailboxRow(row)
+        return MailboxEntry(
+          id: message.id, sentAt: message.sentAt, sender: message.sender,
+          payload: message.payload?.payload ?? .data(Data()),
+          quarantineReason: message.quarantineReason ?? message.damage)
+      }
+    }
+
+    /// How many messages wait to be received and acknowledged, not counting quarantined ones.
+    public func count() async throws -> Int {
+      let rows = try await container.query(
+        """
+        SELECT messages - quarantined FROM liaison.mailbox
+        WHERE namespace = \(container.namespace.rawValue) AND name = \(name.rawValue)
+        """, doing: "count the messages of the mailbox '\(name)'")
+      return try rows.first.map { Int(try $0.decode(Int64.self)) } ?? 0
+    }
+
+    // MARK: Quarantine
+
+    /// Puts quarantined messages back at the end of the queue (in the order they were sent), for
+    /// a receiver that can now read them; a running receiver is notified. Needs no receiver.
+    ///
+    /// - Parameter ids: the ids of the messages to requeue; `nil` requeues every quarantined
+    ///   message. An id that names no quarantined message is skipped.
+    /// - Returns: how many messages were requeued.
+    @discardableResult
+    public func requeueQuarantined(ids: [String]? = nil) async throws -> Int {
+      let rows = try await container.query(
+        "SELECT liaison.mailbox_requeue(\(container.namespace.rawValue), \(name.rawValue), \(ids))",
+        doing: "requeue the quarantined messages of the mailbox '\(name)'")
+      return try rows.first.map { Int(try $0.decode(Int32.self)) } ?? 0
+    }
+
+    // MARK: Receiving
+
+    /// The one receiver of this mailbox, across every host: it holds the mailbox's receive
+    /// claim (a lock of its own in the namespace) until ``PostgresMailboxReceiver/close()``, its
+    /// deallocation, or the end of its session.
+    ///
+    /// - Parameter timeout: how long to wait for the receiver that holds the claim to end:
+    ///   `.zero` (the default) does not wait, `nil` waits as long as it takes (a standby
+    ///   receiver, which takes over when the active one dies).
+    /// - Throws: ``/Liaison/LiaisonError/Code/alreadyClaimed`` when another receiver has the mailbox
+    ///   and `timeout` is zero; ``/Liaison/LiaisonError/Code/timedOut`` when it still has it after
+    ///   `timeout`; ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
+    public func receiver(timeout: Duration? = .zero) async throws -> PostgresMailboxReceiver {
+      let lock = PostgresLock(container: container, name: LiaisonName(reserved: "mailbox", name))
+      let held: PostgresLockGuard
+      if timeout == .zero {
+        guard let taken = try await lock.tryLock(.exclusive) else {
+          throw LiaisonError(
+            .alreadyClaimed,
+            "The mailbox '\(name)' already has a receiver (in another process or on another host, or this one). "
+              + "Close it first, or wait for it: receiver(timeout:).")
+        }
+        held = taken
+      } else {
+        held = try await lock.lock(.exclusive, timeout: timeout)
+      }
+      do {
+        return try await PostgresMailboxReceiver(mailbox: self, held: held)
+      } catch {
+        await held.unlock()
+        throw error
+      }
+    }
+  }
+
+  extension PostgresContainer {
+    /// The mailbox called `name`.
+    ///
+    /// - Parameters:
+    ///   - name: the mailbox's name, which follows the naming rule (``/Liaison/LiaisonName/rule``).
+    ///   - sender: the name this handle's messages carry as their sender; by default the
+    ///     process's name.
+    /// - Throws: ``/Liaison/LiaisonError/Code/invalidName`` when `name` breaks the naming rule;
+    ///   ``/Liaison/LiaisonError/Code/invalidArgument`` for an empty or too long `sender`.
+    public func mailbox(
+      _ name: String, sender: String = ProcessInfo.processInfo.processName
+    ) throws(LiaisonError) -> PostgresMailbox {
+      try PostgresMailbox(container: self, name: try LiaisonName(name), sender: sender)
+    }
+
+    /// Every mailbox of the namespace that holds messages, by name: how many wait, how many are
+    /// quarantined, and their payload bytes.
+    public func mailboxes() async throws -> [MailboxInfo] {
+      let rows = try await query(
+        """
+        SELECT name, messages, quarantined, bytes FROM liaison.mailbox
+        WHERE namespace = \(namespace.rawValue) AND messages > 0 ORDER BY name
+        """, doing: "list the mailboxes")
+      return try rows.compactMap { row in
+        let (text, messages, quarantined, bytes) = try row.decode((String, Int64, Int64, Int64).self, context: .default)
+        guard let name = try? LiaisonName(text) else { return nil }  // not written by Liaison
+        return MailboxInfo(
+          name: name, waiting: Int(messages - quarantined), quarantined: Int(quarantined), bytes: Int(bytes))
+      }
+    }
+  }
+
+  /// A message as read from `liaison.mailbox_message`, not trusted: a row another program wrote
+  /// (an unknown kind) is quarantined with the reason, never a crash.
+  struct MailboxRow: Sendable {
+    static let columns = "position, id, sent_at, sender, kind, payload, quarantine_reason"
+    let position: Int64
+    let id: String
+    let sentAt: Date
+    let sender: String
+    /// The payload, unless the row's kind is not one Liaison writes.
+    let payload: StoredValue?
+    let quarantineReason: String?
+    /// Why the row cannot be delivered as it is, if it cannot.
+    var damage: String? { payload == nil ? "not written by Liaison (an unknown kind of payload)" : nil }
+
+    init(_ row: PostgresRow) throws {
+      let (position, id, sentAt, sender, kind, payload, reason) = try row.decode(
+        (Int64, String, Double, String, Int16, Data, String?).self, context: .default)
+      self.position = position
+      self.id = id
+      self.sentAt = Date(timeIntervalSince1970: sentAt)
+      self.sender = sender
+      self.payload = StoredValue.Kind(rawValue: Int(kind)).map { StoredValue(kind: $0, bytes: payload) }
+      quarantineReason = reason
+    }
+  }
+#endif

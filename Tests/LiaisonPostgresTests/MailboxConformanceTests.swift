@@ -1,0 +1,79 @@
+#if Postgres
+  import Foundation
+  import Liaison
+  import LiaisonPostgres
+  import LiaisonTestSupport
+  import Testing
+
+  /// The cross-process promises of mailboxes, on both backends: the same test, through the test
+  /// peer's `place-m…` commands, on a folder's `Mailbox` and on a `PostgresMailbox`.
+  @Suite("Conformance: mailboxes keep the same promises on every backend")
+  struct MailboxConformanceTests {
+    static let backends = Backend.allCases
+
+    /// The messages a receiver's log holds: "SENDER N MONOTONIC-NS" lines, in the order received.
+    private func received(_ log: String) -> [(sender: String, n: Int, at: UInt64)] {
+      let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+      return text.split(separator: "\n").compactMap { line in
+        let words = line.split(separator: " ")
+        guard words.count == 3, let n = Int(words[1]), let at = UInt64(words[2]) else { return nil }
+        return (String(words[0]), n, at)
+      }
+    }
+
+    private func errors(_ log: String) -> [String] {
+      let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+      return text.split(separator: "\n").filter { $0.hasPrefix("error") }.map(String.init)
+    }
+
+    /// A receiver killed with SIGKILL before acknowledging: the next receiver, in another process,
+    /// gets every message, in order, within 100 ms of asking to become the receiver.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), arguments: backends)
+    func aKilledReceiversMessagesGoToTheNextReceiverWithin100Milliseconds(_ backend: Backend) throws {
+      let place = try BackendPlace(backend)
+      let logs = TemporaryDirectory()
+      try place.peer().send("place-msend inbox a 20")
+      let first = try place.peer()
+      #expect(try first.send("place-mreceive inbox \(logs.path)/first 64 noack").hasPrefix("receiving"))
+      try waitUntil("the first receiver has every message") { received("\(logs.path)/first").count == 20 }
+      first.kill()
+      let next = try place.peer()
+      let answer = try next.send("place-mreceive inbox \(logs.path)/next 64 10000")
+      let askedAt = try timestamp(answer)
+      try waitUntil("the next receiver has every message") { received("\(logs.path)/next").count == 20 }
+      let messages = received("\(logs.path)/next")
+      #expect(messages.map(\.n) == Array(0..<20), "\(messages.map(\.n))")
+      let elapsed = milliseconds(from: askedAt, to: messages[0].at)
+      print("\(backend): the next receiver had the killed receiver's messages \(elapsed) ms after asking")
+      #expect(elapsed < 100, "the next receiver had the messages \(elapsed) ms after asking")
+      try waitUntil("every message is acknowledged") { try next.send("place-mcount inbox") == "0" }
+    }
+
+    /// Two processes send at once, one of them twice with the same ids: the receiver gets each
+    /// message exactly once, each sender's messages in the order they were sent, and the mailbox
+    /// ends empty.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), arguments: backends)
+    func concurrentSendersRetriedIdsAndOrder(_ backend: Backend) throws {
+      let place = try BackendPlace(backend)
+      let logs = TemporaryDirectory()
+      let receiver = try place.peer()
+      try receiver.send("place-mreceive inbox \(logs.path)/log 16")
+      let (a, b) = (try place.peer(), try place.peer())
+      a.child.write("place-msend inbox a 300")
+      b.child.write("place-msend inbox b 300")
+      #expect(try a.child.readLine(timeout: 120) == "ok sent")
+      #expect(try b.child.readLine(timeout: 120) == "ok sent")
+      #expect(try a.send("place-msend inbox a 300") == "sent")  // the same ids: stores nothing
+      try place.peer().send("place-msend inbox c 250 100")  // sendAll, in batches
+      try waitUntil("the receiver has every message") { received("\(logs.path)/log").count >= 850 }
+      try waitUntil("every message is acknowledged") { try receiver.send("place-mcount inbox") == "0" }
+      let messages = received("\(logs.path)/log")
+      #expect(errors("\(logs.path)/log").isEmpty, "\(errors("\(logs.path)/log"))")
+      #expect(messages.count == 850, "\(messages.count) messages received")
+      for sender in ["a", "b", "c"] {
+        let ns = messages.filter { $0.sender == sender }.map(\.n)
+        #expect(ns == Array(0..<(sender == "c" ? 250 : 300)), "sender \(sender): \(ns.count) messages, in order")
+      }
+    }
+  }
+#endif
