@@ -176,6 +176,14 @@
     /// only while the lock is held (a mailbox's receiver reads and acknowledges on it).
     var connection: PostgresConnection? { session.connection }
 
+    /// Ends the hold as lost if its connection has closed: a statement on it failed, and the
+    /// connection's close callback, which would say the same, may not have run yet.
+    func noticeIfClosed() {
+      if session.connection?.isClosed == true {
+        session.lose("its connection to the server closed (a server restart, or the session was terminated)")
+      }
+    }
+
     /// Why the lock was lost (code ``/Liaison/LiaisonError/Code/lost``): its connection closed (a server
     /// restart, a terminated session) or stopped answering (a cut network, within the detection
     /// bound). `nil` while held and after ``unlock()``.

@@ -329,9 +329,14 @@
         throw LiaisonError(.closed, "The receiver of mailbox '\(mailbox.name)' has ended.")
       }
       do {
-        return try await Connector.run(
-          query, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        // In a task of its own, which the caller's cancellation does not reach: postgres-nio ends
+        // a cancelled query by closing its connection, which would lose the claim.
+        return try await Task {
+          try await Connector.run(
+            query, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        }.value
       } catch {
+        held.noticeIfClosed()
         if let loss = held.loss { throw loss }
         throw PostgresErrors.translate(error, doing: what)
       }

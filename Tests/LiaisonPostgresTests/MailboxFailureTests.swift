@@ -1,0 +1,80 @@
+#if Postgres
+  import Foundation
+  import Liaison
+  import LiaisonPostgres
+  import LiaisonTestSupport
+  import Testing
+
+  /// What the server and the network do to a `PostgresMailbox`: a restart, a receiver whose host
+  /// is cut off. Each test has a server of its own, since it stops it or cuts it off.
+  @Suite("PostgreSQL: mailboxes through restarts and dead hosts")
+  struct MailboxFailureTests {
+    private func lines(_ log: String) -> [String] {
+      ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    private func messages(_ log: String) -> [String] {
+      lines(log).filter { $0.hasPrefix("a ") }.map { $0.split(separator: " ").prefix(2).joined(separator: " ") }
+    }
+
+    /// A receiver on a host that is cut off: another receiver, waiting for the claim in another
+    /// process, gets the messages the cut-off one had not acknowledged within the detection
+    /// bound (10 s).
+    @Test(.enabled(if: PostgresTestServer.mustRun && NetworkNamespace.mustRun, "needs PostgreSQL and root (ip netns)"))
+    func aCutOffReceiversMessagesGoToTheNextWithinTheBound() throws {
+      let network = try NetworkNamespace.create()
+      let server = try PostgresTestServer.start(listenAddresses: ["127.0.0.1", network.hostAddress])
+      let local = try BackendPlace(.postgres, server: server)
+      let remote = try BackendPlace(.postgres, server: server, host: network.hostAddress, namespace: local.namespace)
+      let logs = TemporaryDirectory()
+      try local.peer().send("place-msend inbox a 10")
+      let cutOff = try remote.peer(launcher: network.command)
+      try cutOff.send("place-mreceive inbox \(logs.path)/cut-off 64 noack")
+      try waitUntil("the cut-off receiver has the messages") { messages("\(logs.path)/cut-off").count == 10 }
+      let next = try local.peer()
+      next.child.write("place-mreceive inbox \(logs.path)/next 64 60000")
+      let cutAt = monotonicNanoseconds()
+      try network.cut()
+      let answer = try next.child.readLine(timeout: 60)
+      #expect(answer.hasPrefix("ok receiving"), "\(answer)")
+      try waitUntil("the next receiver has the messages") { messages("\(logs.path)/next").count == 10 }
+      let firstAt = try #require(UInt64(lines("\(logs.path)/next")[0].split(separator: " ")[2]))
+      try network.restore()
+      let after = milliseconds(from: cutAt, to: firstAt)
+      print("dead host: the next receiver had the cut-off receiver's messages \(after) ms after the cut")
+      #expect(after <= 10_000, "the next receiver had the messages \(after) ms after the cut")
+      #expect(messages("\(logs.path)/next") == (0..<10).map { "a \($0)" })
+      try waitUntil("the cut-off receiver learns it lost its claim", timeout: 30) {
+        lines("\(logs.path)/cut-off").contains { $0.hasPrefix("error") && $0.contains("lost") }
+      }
+    }
+
+    /// A server restart: the receiver's claim is lost and it says so; a send while the server is
+    /// down fails clearly; after the restart, a new receiver gets every message, the
+    /// unacknowledged ones included, and a send made after the restart reaches it.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func aServerRestartLosesTheReceiverAndNothingElse() throws {
+      let server = try PostgresTestServer.start()
+      let place = try BackendPlace(.postgres, server: server)
+      let logs = TemporaryDirectory()
+      let sender = try place.peer()
+      try sender.send("place-msend inbox a 5")
+      let receiver = try place.peer()
+      try receiver.send("place-mreceive inbox \(logs.path)/before 64 noack")
+      try waitUntil("the receiver has the messages") { messages("\(logs.path)/before").count == 5 }
+      try server.stop()
+      defer { print("receiver log: \(lines("\(logs.path)/before"))") }
+      try waitUntil("the receiver learns it lost its claim", timeout: 20) {
+        lines("\(logs.path)/before").contains { $0.hasPrefix("error") && $0.contains("lost") }
+      }
+      let refused = try sender.ask("place-msend inbox b 1")
+      #expect(refused.hasPrefix("error unavailable"), "\(refused)")
+      try server.startAgain()
+      let next = try place.peer()
+      try next.send("place-mreceive inbox \(logs.path)/after 64")
+      try sender.send("place-msend inbox a 6")  // ids a-0 … a-4 are known: stores a-5 only
+      try waitUntil("the new receiver has every message") { messages("\(logs.path)/after").count == 6 }
+      #expect(messages("\(logs.path)/after") == (0..<6).map { "a \($0)" })
+    }
+  }
+#endif

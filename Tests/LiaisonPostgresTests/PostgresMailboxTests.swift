@@ -1,0 +1,144 @@
+#if Postgres
+  import Foundation
+  import Liaison
+  import LiaisonPostgres
+  import LiaisonTestSupport
+  import Testing
+
+  /// A `PostgresMailbox` in one process: ids, limits, quarantine, handing back, and the receive
+  /// claim. What crosses processes (a killed receiver, concurrent senders) is in
+  /// ``MailboxConformanceTests``; what the server and the network do, in ``MailboxFailureTests``.
+  @Suite("PostgreSQL: a mailbox's API")
+  struct PostgresMailboxTests {
+    struct Note: Codable, Sendable, Equatable {
+      let text: String
+    }
+
+    private func open() async throws -> PostgresContainer {
+      try await BackendPlace(.postgres).open() as! PostgresContainer
+    }
+
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func aRetriedIdStoresNothingEvenAfterItsAcknowledgement() async throws {
+      let place = try await open()
+      let inbox = try place.mailbox("inbox")
+      #expect(try await inbox.send(Note(text: "one"), id: "draft-1") == "draft-1")
+      try await inbox.send(Note(text: "again"), id: "draft-1")
+      #expect(try await inbox.count() == 1)
+      let receiver = try await inbox.receiver()
+      let received = try await receiver.receive(Note.self)
+      #expect(received.map(\.payload) == [Note(text: "one")])
+      try await receiver.acknowledge(received)
+      try await inbox.send(Note(text: "after"), id: "draft-1")
+      #expect(try await inbox.count() == 0)
+      #expect(try await receiver.receiveAvailable(Note.self).isEmpty)
+      await #expect(throws: LiaisonError.self) { try await inbox.send(Note(text: ""), id: "") }
+    }
+
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func limitsRefuseTheWholeSendWithAClearError() async throws {
+      let place = try await open()
+      let inbox = try place.mailbox("inbox")
+      #expect(try await inbox.limits() == MailboxLimits())
+      try await inbox.setLimits(MailboxLimits(maximumMessageSize: 20, maximumMessages: 3))
+      #expect(try await inbox.limits() == MailboxLimits(maximumMessageSize: 20, maximumMessages: 3))
+      let tooLarge = await #expect(throws: LiaisonError.self) {
+        try await inbox.send(String(repeating: "x", count: 30))
+      }
+      #expect(tooLarge?.code == .tooLarge)
+      #expect(tooLarge?.message.contains("at most 20 bytes") == true, "\(tooLarge?.message ?? "")")
+      try await inbox.sendAll([1, 2])
+      let full = await #expect(throws: LiaisonError.self) { try await inbox.sendAll([3, 4]) }
+      #expect(full?.code == .tooLarge)
+      #expect(try await inbox.count() == 2, "a refused batch stores none of its messages")
+      try await inbox.send(3)
+      await #expect(throws: LiaisonError.self) { try await inbox.setLimits(MailboxLimits(maximumMessages: 0)) }
+    }
+
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func anUndecodableMessageIsQuarantinedRequeuedAndRemoved() async throws {
+      let place = try await open()
+      let inbox = try place.mailbox("inbox")
+      try await inbox.send("not a note")
+      try await inbox.send(Note(text: "fine"))
+      try await inbox.send(Data([0xFF, 0x00]))
+      let receiver = try await inbox.receiver()
+      #expect(try await receiver.receive(Note.self).map(\.payload) == [Note(text: "fine")])
+      let entries = try await inbox.peek()
+      #expect(entries.count == 3)
+      #expect(entries.filter { $0.quarantineReason != nil }.count == 2, "\(entries.map(\.quarantineReason))")
+      #expect(try await place.mailboxes().first?.quarantined == 2)
+      #expect(try await inbox.requeueQuarantined() == 2)
+      let again = try await receiver.receive(String.self)
+      #expect(again.map(\.payload) == ["not a note"])
+      #expect(try await inbox.count() == 2, "the requeued message, and the acknowledged-nothing note")
+      #expect(try await receiver.removeQuarantined() == 1, "the raw bytes, quarantined again as a String")
+      #expect(try await inbox.peek().count == 2)
+    }
+
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func aHandedBackMessageComesBeforeTheNextAndAStrangerIsRefused() async throws {
+      let place = try await open()
+      let inbox = try place.mailbox("inbox")
+      try await inbox.sendAll([1, 2, 3])
+      let receiver = try await inbox.receiver()
+      let first = try await receiver.receive(Int.self, limit: 1)
+      #expect(first.map(\.payload) == [1])
+      try await receiver.redeliver(first)
+      #expect(try await receiver.receive(Int.self, limit: 1).map(\.payload) == [1])
+      #expect(try await receiver.receive(Int.self, limit: 5).map(\.payload) == [2, 3])
+      let other = try place.mailbox("other")
+      try await other.send(9)
+      let stranger = try await other.receiver().receive(Int.self)
+      let error = await #expect(throws: LiaisonError.self) { try await receiver.acknowledge(stranger) }
+      #expect(error?.code == .invalidArgument)
+    }
+
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func oneReceiverAtATimeAndAClosedReceiverSaysSo() async throws {
+      let place = try await open()
+      let inbox = try place.mailbox("inbox")
+      let receiver = try await inbox.receiver()
+      let busy = await #expect(throws: LiaisonError.self) { try await inbox.receiver() }
+      #expect(busy?.code == .alreadyClaimed)
+      let waited = await #expect(throws: LiaisonError.self) { try await inbox.receiver(timeout: .milliseconds(100)) }
+      #expect(waited?.code == .timedOut)
+      let waiting = Task { try await receiver.receive(Int.self) }
+      await receiver.close()
+      let closed = await #expect(throws: LiaisonError.self) { try await waiting.value }
+      #expect(closed?.code == .closed)
+      let next = try await inbox.receiver()
+      try await inbox.send(5)
+      #expect(try await next.receive(Int.self).map(\.payload) == [5])
+    }
+
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func severalTasksOfOneReceiverNeverGetTheSameMessage() async throws {
+      let place = try await open()
+      let inbox = try place.mailbox("inbox")
+      let receiver = try await inbox.receiver()
+      let received = Locked<[Int]>([])
+      let tasks = (0..<4).map { _ in
+        Task {
+          while let batch = try? await receiver.receive(Int.self, limit: 7) {
+            received.withLock { $0 += batch.map(\.payload) }
+            try? await receiver.acknowledge(batch)
+          }
+        }
+      }
+      try await inbox.sendAll(Array(0..<200))
+      let deadline = ContinuousClock.now + .seconds(60)
+      while received.withLock({ $0.count }) < 200 && ContinuousClock.now < deadline {
+        try await Task.sleep(for: .milliseconds(10))
+      }
+      // Cancelled in the middle of an acknowledgement, a task still finishes it: a cancelled
+      // statement would close the claim's connection, and lose the claim.
+      for task in tasks { task.cancel() }
+      for task in tasks { await task.value }
+      #expect(receiver.loss == nil)
+      let all = received.withLock { $0 }
+      #expect(all.sorted() == Array(0..<200), "\(all.count) received")
+      #expect(try await inbox.count() == 0)
+    }
+  }
+#endif
