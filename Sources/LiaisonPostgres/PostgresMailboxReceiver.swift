@@ -221,6 +221,12 @@
               \(quarantine.map(\.position)), \(quarantine.map(\.reason)))
             """, doing: "quarantine messages of the mailbox '\(name)'")
         }
+        if Task.isCancelled && !envelopes.isEmpty {
+          // The caller will not see them: they stay this receiver's to deliver next.
+          let handedBack = taken.filter { row in envelopes.contains { $0.position == row.position } }
+          reading.withLock { $0.readAhead = (handedBack + $0.readAhead).sorted { $0.position < $1.position } }
+          throw CancellationError()
+        }
         if !envelopes.isEmpty { return envelopes }
       }
     }

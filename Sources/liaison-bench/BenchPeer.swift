@@ -17,9 +17,11 @@ final class BenchPeer {
 
   /// Starts the peer and waits (at most 60 s) for its "ready" byte; a peer that fails at start is
   /// an error, not a hang.
-  init(_ role: String, _ arguments: [String] = []) throws {
+  /// `launcher` wraps the peer's command (to run it in a network namespace).
+  init(_ role: String, _ arguments: [String] = [], launcher: ([String]) -> [String] = { $0 }) throws {
     self.role = role
-    child = try ChildProcess(Bundle.main.executablePath ?? CommandLine.arguments[0], ["--peer", role] + arguments)
+    let command = launcher([Bundle.main.executablePath ?? CommandLine.arguments[0], "--peer", role] + arguments)
+    child = try ChildProcess(command[0], Array(command.dropFirst()))
     var ready = pollfd(fd: child.outputDescriptor!, events: Int16(POLLIN), revents: 0)
     var byte: UInt8 = 0
     // (Not readBytes: at the end of input it ends this process quietly, as a peer should.)
@@ -176,6 +178,10 @@ enum PeerRole {
       try ScaleScenarios.waitForLock(container: arguments[0], name: arguments[1], input: input, output: output)
     case "chaos-worker":
       try Chaos.work(container: arguments[0], log: arguments[1], index: Int(arguments[2])!, seed: UInt64(arguments[3])!)
+    #if Postgres
+      case "postgres-chaos-worker":
+        try PostgresChaos.work(arguments)
+    #endif
     case "claimer":
       try PresenceScenarios.claimAndWait(container: arguments[0], name: arguments[1], input: input, output: output)
     case _ where role.hasPrefix("pg-"):

@@ -35,14 +35,17 @@ enum Chaos {
     /// Break the workers on purpose (no lock, a message not logged, a count not kept), to show
     /// that the checks catch it.
     var sabotage = false
+    /// Run on a throwaway PostgreSQL server, restarted at random, with a network cut at random
+    /// (``PostgresChaos``); needs the package trait `Postgres` and root.
+    var postgres = false
   }
 
   static func parse(_ arguments: [String]) -> Options? {
     var options = Options()
     var rest = arguments[...]
     while let flag = rest.popFirst() {
-      if flag == "--sabotage" {
-        options.sabotage = true
+      if flag == "--sabotage" || flag == "--postgres" {
+        if flag == "--sabotage" { options.sabotage = true } else { options.postgres = true }
         continue
       }
       guard let value = rest.popFirst() else { return nil }
@@ -63,7 +66,7 @@ enum Chaos {
   }
 
   static let usage =
-    "usage: liaison-bench chaos [--processes N (2-64, default 6)] [--seconds S (default 20)] [--seed N] [--sabotage]"
+    "usage: liaison-bench chaos [--processes N (2-64, default 6)] [--seconds S (default 20)] [--seed N] [--sabotage] [--postgres]"
 
   // MARK: The run
 
@@ -81,7 +84,7 @@ enum Chaos {
     }
 
     var workers = try (0..<options.processes).map { index in
-      try Worker(index: index, incarnation: 0, container: containerPath, logs: work, seed: random.next())
+      try Worker(index: index, incarnation: 0, place: containerPath, logs: work, seed: random.next())
     }
     var killTimes: [String: UInt64] = [:]  // log file → when its process was sent SIGKILL
     let deadline = now() + UInt64(options.seconds * 1e9)
@@ -95,7 +98,7 @@ enum Chaos {
       if let endedByItself { selfEnded.append(endedByItself) }
       kills += 1
       workers[victim] = try Worker(
-        index: victim, incarnation: workers[victim].incarnation + 1, container: containerPath, logs: work,
+        index: victim, incarnation: workers[victim].incarnation + 1, place: containerPath, logs: work,
         seed: random.next())
     }
     // The senders stop between operations; then the receiver drains the mailbox and stops.
@@ -125,11 +128,16 @@ enum Chaos {
     let log: String
     let peer: BenchPeer
 
-    init(index: Int, incarnation: Int, container: String, logs: String, seed: UInt64) throws {
+    /// Starts worker `index` in the peer role `role` (on a folder: `chaos-worker`), on `place`;
+    /// `launcher` wraps its command (to run it in a network namespace).
+    init(
+      role: String = "chaos-worker", index: Int, incarnation: Int, place: String, logs: String, seed: UInt64,
+      launcher: @escaping ([String]) -> [String] = { $0 }
+    ) throws {
       self.index = index
       self.incarnation = incarnation
       log = logs + "/worker-\(index)-\(incarnation).log"
-      peer = try BenchPeer("chaos-worker", [container, log, String(index), String(seed)])
+      peer = try BenchPeer(role, [place, log, String(index), String(seed)], launcher: launcher)
     }
 
     func kill() -> (sentAt: UInt64, endedByItself: String?) {
@@ -164,12 +172,7 @@ enum Chaos {
   /// A worker's life: random operations until its input closes (or it is killed).
   static func work(container path: String, log: String, index: Int, seed: UInt64) throws -> Never {
     let container = try SharedContainer(directory: path)
-    let logFile = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-    precondition(logFile >= 0, "cannot open \(log)")
-    @Sendable func note(_ line: String) {
-      let bytes = Array((line + "\n").utf8)
-      precondition(write(logFile, bytes, bytes.count) == bytes.count, "cannot write \(log)")
-    }
+    let note = logger(log)
     if index == 0 { try receive(container, note: note) }
     let stopping = Locked(false)
     Thread.detachNewThread {
@@ -235,6 +238,16 @@ enum Chaos {
       }
     }
     exit(0)
+  }
+
+  /// Appends a line to the log at `path`, in one `write`, which a SIGKILL cannot cut.
+  static func logger(_ path: String) -> @Sendable (String) -> Void {
+    let logFile = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+    precondition(logFile >= 0, "cannot open \(path)")
+    return { line in
+      let bytes = Array((line + "\n").utf8)
+      precondition(write(logFile, bytes, bytes.count) == bytes.count, "cannot write \(path)")
+    }
   }
 
   /// A claim of `presence`, or `nil` when another process holds it.
@@ -423,13 +436,15 @@ enum Chaos {
   }
 }
 
-/// Returns when standard input closes: the orchestrator's request to stop. (`readBytes` would
-/// end the process there and then, in the middle of an operation.)
-private func waitForEndOfInput() {
-  var byte: UInt8 = 0
-  while true {
-    let n = read(FileHandle.standardInput.fileDescriptor, &byte, 1)
-    if n == 0 || (n < 0 && errno != EINTR) { return }
+extension Chaos {
+  /// Returns when standard input closes: the orchestrator's request to stop. (`readBytes` would
+  /// end the process there and then, in the middle of an operation.)
+  static func waitForEndOfInput() {
+    var byte: UInt8 = 0
+    while true {
+      let n = read(FileHandle.standardInput.fileDescriptor, &byte, 1)
+      if n == 0 || (n < 0 && errno != EINTR) { return }
+    }
   }
 }
 

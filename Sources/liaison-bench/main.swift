@@ -4,7 +4,8 @@
 //   swift run -c release liaison-bench scale   (cost per operation as the work grows; ScaleScenarios.swift)
 //   swift run -c release liaison-bench instructions [OPERATION…] [--json]
 //     (instructions per operation under callgrind; InstructionCounts.swift)
-//   swift run liaison-bench chaos [--processes N] [--seconds S] [--seed N]   (see Chaos.swift)
+//   swift run liaison-bench chaos [--processes N] [--seconds S] [--seed N] [--sabotage] [--postgres]
+//                                                      (see Chaos.swift, PostgresChaos.swift)
 //   swift run -c release --traits Postgres liaison-bench postgres [--url URL] [--json] [--runs N]
 //     (LiaisonPostgres against postgres-nio and psycopg; PostgresBench.swift)
 //
@@ -33,6 +34,14 @@ if arguments.first == "chaos" {
   guard let options = Chaos.parse(Array(arguments.dropFirst())) else {
     FileHandle.standardError.write(Data((Chaos.usage + "\n").utf8))
     exit(64)
+  }
+  if options.postgres {
+    #if Postgres
+      exit(try PostgresChaos.run(options) == 0 ? 0 : 1)
+    #else
+      FileHandle.standardError.write(Data("chaos --postgres needs the package trait: --traits Postgres\n".utf8))
+      exit(64)
+    #endif
   }
   exit(try Chaos.run(options) == 0 ? 0 : 1)
 }
