@@ -39,6 +39,8 @@ import Foundation
       for result in [
         try handoff(container, url: url, namespace: namespace),
         try signalLatency(container, raw, url: url, namespace: namespace, psycopgBaselines),
+        try PostgresMailboxScenarios.latency(container, raw, url: url, namespace: namespace),
+        try PostgresMailboxScenarios.throughput(container, raw, url: url, namespace: namespace),
       ] {
         results.append(result)
         emit(result)
@@ -389,6 +391,13 @@ import Foundation
         try observe(url: arguments[0], namespace: arguments[1], name: arguments[2], input: input, output: output)
       case "pg-raw-listener":
         try listenRaw(url: arguments[0], input: input, output: output)
+      case "pg-mailbox-receiver":
+        try PostgresMailboxScenarios.receive(
+          url: arguments[0], namespace: arguments[1], name: arguments[2], mode: Array(arguments.dropFirst(3)),
+          input: input, output: output)
+      case "pg-raw-mailbox-receiver":
+        try PostgresMailboxScenarios.receiveRaw(
+          url: arguments[0], namespace: arguments[1], input: input, output: output)
       default:
         fatalError("unknown peer role \(role)")
       }
@@ -402,6 +411,9 @@ import Foundation
           "DELETE FROM liaison.lock WHERE namespace = \(namespace)",
           "DELETE FROM liaison.signal WHERE namespace = \(namespace)",
           "DELETE FROM liaison.presence WHERE namespace = \(namespace)",
+          "DELETE FROM liaison.mailbox_message WHERE namespace = \(namespace)",
+          "DELETE FROM liaison.mailbox_acknowledged WHERE namespace = \(namespace)",
+          "DELETE FROM liaison.mailbox WHERE namespace = \(namespace)",
         ] {
           _ = try? await connection.query(query, logger: RawPostgres.logger).collect()
         }
