@@ -84,7 +84,9 @@
     /// throws if the server cannot be reached or the claim is lost, and when the receiver is
     /// closed; cancelling the task ends it.
     ///
-    /// - Parameter batchSize: how many messages one read from the server fetches at most.
+    /// - Parameters:
+    ///   - type: the type to decode the payloads as.
+    ///   - batchSize: how many messages one read from the server fetches at most.
     public func messages<Payload: Decodable & Sendable>(
       _ type: Payload.Type = Payload.self, batchSize: Int = 64
     ) -> PostgresMailboxMessages<Payload> {
