@@ -204,6 +204,28 @@
       return token
     }
 
+    /// Runs `query` in the session that holds the lock, so that it runs only while the lock is
+    /// held: a lost lock's connection is closed, and a statement cannot run in a session that the
+    /// server ended. A failed statement ends the hold (the connection is closed).
+    ///
+    /// - Throws: the loss (``/Liaison/LiaisonError/Code/lost``) when the lock was lost before or
+    ///   while the statement ran; ``/Liaison/LiaisonError/Code/invalidArgument`` after ``unlock()``.
+    func run(_ query: PostgresQuery, doing what: String) async throws -> [PostgresRow] {
+      guard let connection = session.connection else {
+        throw session.loss
+          ?? LiaisonError(.invalidArgument, "Could not \(what): the lock '\(lock.name)' was already unlocked.")
+      }
+      let connector = lock.container.connector
+      do {
+        return try await Connector.run(
+          query, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+      } catch {
+        if let loss = session.loss { throw loss }
+        session.lose("a statement in its session failed (\(error))")
+        throw PostgresErrors.translate(error, doing: what)
+      }
+    }
+
     /// Releases the lock. Calling it again does nothing. If the release fails, the connection is
     /// closed, which releases the lock on the server.
     public func unlock() async {

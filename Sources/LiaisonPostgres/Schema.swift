@@ -20,7 +20,9 @@
     /// Creates the schema and its tables unless they exist: one statement, under a lock.
     static func create(_ connector: Connector) async throws {
       let exists = try await connector.query(
-        "SELECT to_regclass('liaison.signal') IS NOT NULL", doing: "look for Liaison's tables")
+        """
+        SELECT to_regclass('liaison.signal') IS NOT NULL AND to_regclass('liaison.defaults_entry') IS NOT NULL
+        """, doing: "look for Liaison's tables")
       if try exists.first?.decode(Bool.self) == true { return }
       let setup = PostgresQuery(
         unsafeSQL: """
@@ -49,6 +51,18 @@
               state bigint NOT NULL DEFAULT 0,
               posts bigint NOT NULL DEFAULT 0,
               PRIMARY KEY (namespace, name));
+            CREATE TABLE IF NOT EXISTS liaison.defaults_domain (
+              namespace text NOT NULL,
+              domain text NOT NULL,
+              generation bigint NOT NULL DEFAULT 0,
+              PRIMARY KEY (namespace, domain));
+            CREATE TABLE IF NOT EXISTS liaison.defaults_entry (
+              namespace text NOT NULL,
+              domain text NOT NULL,
+              key text NOT NULL,
+              kind smallint NOT NULL,
+              value bytea NOT NULL,
+              PRIMARY KEY (namespace, domain, key));
           END $liaison$
           """)
       _ = try await connector.query(setup, doing: "create Liaison's tables in the schema 'liaison'")

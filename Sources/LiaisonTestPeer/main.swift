@@ -23,7 +23,7 @@ import Liaison
 
 let commandTables = [
   lockCommands, presenceCommands, signalCommands, defaultsCommands, databaseCommands, mailboxCommands,
-  processCommands, placeCommands, postgresCommands,
+  processCommands, placeCommands, placeDefaultsCommands, postgresCommands,
 ]
 let commands = Dictionary(
   commandTables.joined().map { ($0.name, $0) },
