@@ -204,6 +204,10 @@
     /// observer committed with it. Once this returns, a `get` in this process returns it, and one
     /// in another process does once that process is notified (see "What a `get` sees").
     ///
+    /// Like every write, it waits for the domain's other writes (a transaction in another
+    /// process) as long as they take; a server that stops answering is given up within the
+    /// detection bound.
+    ///
     /// - Throws: ``/Liaison/LiaisonError/Code/tooLarge`` when the stored form exceeds
     ///   ``maximumValueSize``; ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot
     ///   be reached (then the value may or may not have been stored if the connection ended
@@ -284,8 +288,9 @@
       do {
         _ = try await Connector.run(
           "BEGIN", on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
-        // Waits for the domain's other writers (no reply bound: a dead server is noticed by the
-        // connection's keepalives, within the detection bound).
+        // Waits for the domain's other writers as long as they take: no reply bound, since a
+        // long transaction elsewhere is not an outage. A dead server or a cut network is noticed
+        // by the connection's keepalives, within the detection bound.
         generation = try await self.generation(
           Connector.run(
             try statement(setting: nil), on: connection, within: nil, logger: connector.quietLogger))
@@ -324,9 +329,19 @@
     private func write(_ name: LiaisonName, _ stored: StoredValue) async throws {
       try checkOutsideTransaction()
       let epoch = await trustedEpoch()
-      let generation = try await generation(
-        container.query(try statement(setting: (name, stored)), doing: "write the defaults domain '\(domain)'"))
-      cache.wrote(generation: generation, epoch: epoch, name: name.rawValue, stored: stored)
+      let connector = container.connector
+      let connection = try await connector.take()
+      let rows: [PostgresRow]
+      do {
+        // Waits for the domain's other writers, with no reply bound (as in `transaction`).
+        rows = try await Connector.run(
+          try statement(setting: (name, stored)), on: connection, within: nil, logger: connector.quietLogger)
+      } catch {
+        connector.close(connection)
+        throw PostgresErrors.translate(error, doing: "write '\(name)' in the defaults domain '\(domain)'")
+      }
+      connector.giveBack(connection)
+      cache.wrote(generation: try generation(rows), epoch: epoch, name: name.rawValue, stored: stored)
     }
 
     private func generation(_ rows: [PostgresRow]) throws -> UInt64 {

@@ -87,5 +87,30 @@
       }
       #expect(tooLarge?.code == .tooLarge)
     }
+
+    /// A `set` that finds another container's transaction holding the domain waits for it, even
+    /// past the reply bound of a fifth of the detection bound (2 s), instead of failing as if the
+    /// server were gone; it is written after the transaction, so its value is the one that stays.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func aWriteWaitsForALongTransactionInsteadOfFailing() async throws {
+      let place = try await open()
+      let elsewhere = try await PostgresContainer(
+        url: BackendPlace.url(try PostgresTestServer.shared.get()), namespace: place.namespace.rawValue)
+      let key = DefaultsKey<String>("owner")
+      let (entered, enter) = AsyncStream.makeStream(of: Void.self)
+      let transaction = Task {
+        try await elsewhere.defaults("busy").transaction { transaction in
+          try await transaction.set("transaction", for: key)
+          enter.yield()
+          try await Task.sleep(for: .seconds(3))  // the work of a long transaction
+        }
+      }
+      var iterator = entered.makeAsyncIterator()
+      await iterator.next()
+      try await place.defaults("busy").set("set", for: key)
+      try await transaction.value
+      #expect(try await place.defaults("busy").get(key) == "set")
+      #expect(try await elsewhere.defaults("busy").get(key) == "set")
+    }
   }
 #endif
