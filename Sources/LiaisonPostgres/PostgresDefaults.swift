@@ -36,8 +36,8 @@
   /// listening connection dies without a word (a cut network), for up to about half the
   /// container's detection bound, until the connection is found dead.
   ///
-  /// Costs: a cached `get` is a lock and a dictionary lookup (and decoding); a miss is one round
-  /// trip. ``set(_:for:)`` is one round trip and one commit; ``update(_:_:)`` is five round trips
+  /// Costs: a cached `get` is a few uncontended locks and a dictionary lookup (the value is kept decoded as the
+  /// type last read); a miss is one round trip. ``set(_:for:)`` is one round trip and one commit; ``update(_:_:)`` is five round trips
   /// (a transaction), ``remove(_:)`` and ``removeAll()`` four; writes of one domain are
   /// serialised by its generation's row lock.
   public final class PostgresDefaults: Sendable {
@@ -74,13 +74,42 @@
     ///   as `Value`; ``/Liaison/LiaisonError/Code/corruptFile`` for a row that Liaison did not
     ///   write; ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
     public func get<Value>(_ key: DefaultsKey<Value>) async throws -> Value? {
-      try await stored(key.name)?.decode(key, domain: domain)
+      let type = ObjectIdentifier(Value.self)
+      let epoch = await trustedEpoch()
+      let (generation, stored): (UInt64, StoredValue?)
+      if let epoch, let hit = cache.lookup(key.name.rawValue, epoch: epoch) {
+        if hit.entry.decodedType == type, let decoded = hit.entry.decoded {
+          return unsafeDowncast(decoded, to: Decoded<Value>.self).value
+        }
+        (generation, stored) = (hit.generation, hit.entry.stored)
+      } else {
+        (generation, stored) = try await read(key.name)
+      }
+      let value = try stored?.decode(key, domain: domain)
+      if let epoch {
+        cache.remember(
+          DefaultsCache.Entry(stored: stored, decoded: Decoded(value), decodedType: type), for: key.name.rawValue,
+          generation: generation, epoch: epoch)
+      }
+      return value
+    }
+
+    /// A decoded value, boxed so that the cache can hold values of any type.
+    private final class Decoded<Value>: @unchecked Sendable {
+      let value: Value?
+      init(_ value: Value?) { self.value = value }
     }
 
     /// The stored form of the key called `name`, for tools that do not know its type; `nil`
     /// when it has no value.
     public func rawValue(for name: LiaisonName) async throws -> DefaultsRawValue? {
-      try await stored(name)?.raw
+      let epoch = await trustedEpoch()
+      if let epoch, let hit = cache.lookup(name.rawValue, epoch: epoch) { return hit.entry.stored?.raw }
+      let (generation, stored) = try await read(name)
+      if let epoch {
+        cache.remember(DefaultsCache.Entry(stored: stored), for: name.rawValue, generation: generation, epoch: epoch)
+      }
+      return stored?.raw
     }
 
     /// The names of every key that has a value, sorted.
@@ -115,16 +144,6 @@
           return (key, .failure(error))
         }
       }
-    }
-
-    /// The stored value of `name`: from the cache when this process listens and the cache holds
-    /// it, otherwise from the server (kept in the cache when it is still current).
-    private func stored(_ name: LiaisonName) async throws -> StoredValue? {
-      let epoch = await trustedEpoch()
-      if let epoch, let hit = cache.lookup(name.rawValue, epoch: epoch) { return hit }
-      let (generation, stored) = try await read(name)
-      if let epoch { cache.remember(stored, for: name.rawValue, generation: generation, epoch: epoch) }
-      return stored
     }
 
     /// The listener's epoch when the cache may be used: this domain's subscription is in effect
@@ -172,7 +191,7 @@
 
     /// A stored value read back, without trusting it: a kind Liaison does not write, or a
     /// column of another type, is ``/Liaison/LiaisonError/Code/corruptFile``.
-    private func stored(kind: PostgresCell, value: PostgresCell, key: String) throws(LiaisonError) -> StoredValue {
+    func stored(kind: PostgresCell, value: PostgresCell, key: String) throws(LiaisonError) -> StoredValue {
       guard let raw = try? kind.decode(Int16.self), let kind = StoredValue.Kind(rawValue: Int(raw)),
         let bytes = try? value.decode(Data.self)
       else { throw foreignRow(key: key) }
@@ -581,15 +600,8 @@
         """, doing: "read '\(key.name)' in the defaults domain '\(defaults.domain)'")
       guard let row = rows.first else { return nil }
       let columns = row.makeRandomAccess()
-      guard let raw = try? columns[0].decode(Int16.self), let kind = StoredValue.Kind(rawValue: Int(raw)),
-        let bytes = try? columns[1].decode(Data.self)
-      else {
-        throw LiaisonError(
-          .corruptFile,
-          "The value of '\(key.name)' in the defaults domain '\(defaults.domain)' was not written by Liaison. Remove "
-            + "the key, or write it again.")
-      }
-      return try StoredValue(kind: kind, bytes: bytes).decode(key, domain: defaults.domain)
+      return try defaults.stored(kind: columns[0], value: columns[1], key: key.name.rawValue)
+        .decode(key, domain: defaults.domain)
     }
 
     /// Stores `value` for `key` when the transaction commits.
@@ -712,7 +724,7 @@
       var epoch: UInt64?
       /// The generation the entries are current for; `nil` when not known.
       var generation: UInt64?
-      var entries: [String: StoredValue?] = [:]
+      var entries: [String: Entry] = [:]
 
       mutating func advance(to generation: UInt64) {
         if let current = self.generation, generation <= current { return }
@@ -721,17 +733,32 @@
       }
     }
 
+    /// A cached value: its stored form (`nil` when the key has none), and the value decoded as
+    /// the type a `get` last read it as, so that the next `get` as that type does not decode.
+    struct Entry {
+      let stored: StoredValue?
+      var decoded: AnyObject?
+      var decodedType: ObjectIdentifier?
+    }
+
+    /// What a lookup found: the entry, and the generation it is current for.
+    struct Hit {
+      let entry: Entry
+      let generation: UInt64
+    }
+
     private let state = Locked(State())
 
-    /// The value of `key` if cached (`.some(nil)` when cached as absent). A new epoch empties
-    /// the cache: notifications may have been missed since the last.
-    func lookup(_ key: String, epoch: UInt64) -> StoredValue?? {
+    /// The entry of `key`, if cached. A new epoch empties the cache: notifications may have been
+    /// missed since the last.
+    func lookup(_ key: String, epoch: UInt64) -> Hit? {
       state.withLock { state in
         if state.epoch != epoch {
           state = State(epoch: epoch)
           return nil
         }
-        return state.entries[key]
+        guard let generation = state.generation, let entry = state.entries[key] else { return nil }
+        return Hit(entry: entry, generation: generation)
       }
     }
 
@@ -740,12 +767,12 @@
       state.withLock { $0.advance(to: generation) }
     }
 
-    /// Keeps `stored`, read at `generation` in `epoch`, unless the cache has moved on.
-    func remember(_ stored: StoredValue?, for key: String, generation: UInt64, epoch: UInt64) {
+    /// Keeps `entry`, read at `generation` in `epoch`, unless the cache has moved on.
+    func remember(_ entry: Entry, for key: String, generation: UInt64, epoch: UInt64) {
       state.withLock { state in
         guard state.epoch == epoch else { return }
         state.advance(to: generation)
-        if state.generation == generation { state.entries[key] = .some(stored) }
+        if state.generation == generation { state.entries[key] = entry }
       }
     }
 
@@ -756,7 +783,7 @@
       state.withLock { state in
         guard let epoch, state.epoch == epoch else { return }
         state.advance(to: generation)
-        if state.generation == generation, let name { state.entries[name] = .some(stored) }
+        if state.generation == generation, let name { state.entries[name] = Entry(stored: stored) }
       }
     }
   }

@@ -30,6 +30,14 @@
         #expect(try await defaults.get(theme) == value)
         #expect(try await defaults.get(theme) == value)  // from the cache
       }
+      // The cache keeps one decoded form; reading as another type decodes again, or refuses.
+      try await defaults.set(5, for: DefaultsKey<Int>("five"))
+      #expect(try await defaults.get(DefaultsKey<Int>("five")) == 5)
+      #expect(try await defaults.get(DefaultsKey<Double>("five")) == 5.0)
+      #expect(try await defaults.get(DefaultsKey<Int>("five")) == 5)
+      let mismatch = await #expect(throws: LiaisonError.self) { try await defaults.get(DefaultsKey<String>("five")) }
+      #expect(mismatch?.code == .typeMismatch)
+      try await defaults.remove(DefaultsKey<Int>("five"))
       try await defaults.set(Data([1, 2, 3]), for: blob)
       try await defaults.setJSON(Data(#"{"a":1}"#.utf8), for: LiaisonName("json"))
       try await other.set(1, for: DefaultsKey<Int>("n"))
