@@ -123,5 +123,44 @@
       let negative = try fresh.ask("place-dget hostile good")
       #expect(negative.hasPrefix("error corrupt file:"), "\(negative)")
     }
+
+    /// A refresher whose host is cut off in the middle of its refresh (a network namespace whose
+    /// link drops every packet): a waiter on another host refreshes within the detection bound
+    /// (10 s), and the cut-off refresher, once its network is back, cannot store its value over
+    /// the newer one.
+    @Test(.enabled(if: PostgresTestServer.mustRun && NetworkNamespace.mustRun, "needs PostgreSQL and root (ip netns)"))
+    func aCutOffRefresherIsReplacedWithinTheBoundAndCannotOverwrite() throws {
+      let network = try NetworkNamespace.create()
+      let server = try PostgresTestServer.start(listenAddresses: ["127.0.0.1", network.hostAddress])
+      let local = try BackendPlace(.postgres, server: server)
+      let remote = try BackendPlace(.postgres, server: server, host: network.hostAddress, namespace: local.namespace)
+      let folder = TemporaryDirectory()
+      let countFile = folder.path + "/refreshes"
+      let refresher = try remote.peer(launcher: network.command)
+      try refresher.send("place-dsetstring auth token stale")
+      refresher.child.write("place-drefresh auth token \(countFile) pause-first")
+      try waitUntil("the first refresh has started") { FileManager.default.fileExists(atPath: countFile + ".started") }
+      let waiter = try local.peer()
+      waiter.child.write("place-drefresh auth token \(countFile)")
+      try waitUntil("the waiter waits for the refresh lock") {
+        let count = try server.psql(
+          "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = \(0x4C49_4C4B)::oid")
+        return count.trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+      }
+      let cutAt = monotonicNanoseconds()
+      try network.cut()
+      let answer = try waiter.child.readLine(timeout: 60)
+      let refreshedAfter = milliseconds(from: cutAt, to: monotonicNanoseconds())
+      print("cut-off refresher: another host refreshed \(refreshedAfter) ms after the cut")
+      #expect(answer == "ok fresh-from-\(waiter.pid)")
+      #expect(refreshedAfter <= 10_000, "another host refreshed \(refreshedAfter) ms after the cut")
+      try network.restore()
+      #expect(FileManager.default.createFile(atPath: countFile + ".go", contents: nil))
+      let verdict = try refresher.child.readLine(timeout: 60)
+      #expect(verdict.hasPrefix("error lost:") || verdict.hasPrefix("error unavailable:"), "\(verdict)")
+      #expect(try waiter.send("place-dgetstring auth token") == "fresh-from-\(waiter.pid)")
+      let reader = try local.peer()
+      #expect(try reader.send("place-dgetstring auth token") == "fresh-from-\(waiter.pid)")
+    }
   }
 #endif
