@@ -8,11 +8,12 @@
   final class Listener: Sendable {
     /// What a notification says; `nil` for "read again" (after a reconnect).
     struct Event: Sendable {
-      /// `s` for a signal's post, `p` for a presence's claim.
+      /// `s` for a signal's post, `p` for a presence's claim, `d` for a write of shared defaults.
       let kind: String
       let namespace: String
       let name: String
-      /// For a post: the signal's post count and state after it, and the poster.
+      /// For a post: the signal's post count and state after it, and the poster (for a defaults
+      /// write: the domain's generation in `posts`).
       let posts: UInt64
       let state: UInt64
       let sender: UInt64
@@ -30,6 +31,8 @@
       var nextID = 0
       var task: Task<Void, Never>?
       var listening = false
+      /// Counts the times listening began: a change means notifications may have been missed.
+      var epoch: UInt64 = 0
       /// Subscribers waiting for the first `LISTEN` to be in effect.
       var waiting: [CheckedContinuation<Void, any Error>] = []
       var stopped = false
@@ -80,6 +83,13 @@
       return id
     }
 
+    /// Which stretch of listening this is, while the connection listens; `nil` while it does not
+    /// (not yet, or reconnecting). Every notification committed while the same value is returned
+    /// reaches the subscribers; a different value means some may have been missed in between.
+    var listeningEpoch: UInt64? {
+      state.withLock { $0.listening ? $0.epoch : nil }
+    }
+
     func unsubscribe(_ id: Int) {
       state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
     }
@@ -96,6 +106,7 @@
             try await connection.listen(on: Schema.channel) { notifications in
               let (waiting, subscribers) = state.withLock { state in
                 state.listening = true
+                state.epoch += 1
                 defer { state.waiting = [] }
                 return (state.waiting, Array(state.subscribers.values))
               }

@@ -172,18 +172,6 @@
     /// Whether the lock is still held: `false` once unlocked or lost.
     public var isHeld: Bool { session.isHeld }
 
-    /// The connection whose session holds the lock, while it does: a statement run on it runs
-    /// only while the lock is held (a mailbox's receiver reads and acknowledges on it).
-    var connection: PostgresConnection? { session.connection }
-
-    /// Ends the hold as lost if its connection has closed: a statement on it failed, and the
-    /// connection's close callback, which would say the same, may not have run yet.
-    func noticeIfClosed() {
-      if session.connection?.isClosed == true {
-        session.lose("its connection to the server closed (a server restart, or the session was terminated)")
-      }
-    }
-
     /// Why the lock was lost (code ``/Liaison/LiaisonError/Code/lost``): its connection closed (a server
     /// restart, a terminated session) or stopped answering (a cut network, within the detection
     /// bound). `nil` while held and after ``unlock()``.
@@ -214,6 +202,34 @@
             + "guard a write with a token.")
       }
       return token
+    }
+
+    /// Runs `query` in the session that holds the lock, so that it runs only while the lock is
+    /// held: a lost lock's connection is closed, and a statement cannot run in a session that the
+    /// server ended. A failed statement ends the hold (the connection is closed). The statement
+    /// runs to its end even when the calling task is cancelled: postgres-nio ends a cancelled
+    /// query by closing its connection, which would lose the lock.
+    ///
+    /// - Throws: the loss (``/Liaison/LiaisonError/Code/lost``) when the lock was lost before or
+    ///   while the statement ran, or when the statement failed; ``/Liaison/LiaisonError/Code/invalidArgument``
+    ///   after ``unlock()``.
+    func run(_ query: PostgresQuery, doing what: String) async throws -> [PostgresRow] {
+      guard let connection = session.connection else {
+        throw session.loss
+          ?? LiaisonError(.invalidArgument, "Could not \(what): the lock '\(lock.name)' was already unlocked.")
+      }
+      let connector = lock.container.connector
+      do {
+        return try await Task {
+          try await Connector.run(
+            query, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        }.value
+      } catch {
+        if let loss = session.loss { throw loss }
+        let failure = PostgresErrors.translate(error, doing: what)
+        session.lose("a statement in its session failed (\(failure))")
+        throw session.loss ?? failure
+      }
     }
 
     /// Releases the lock. Calling it again does nothing. If the release fails, the connection is

@@ -327,27 +327,11 @@
       if let loss = held.loss { throw loss }
     }
 
-    /// Runs `query` on the claim's connection: only a receiver that still holds its claim reads
-    /// and acknowledges.
+    /// Runs `query` in the claim's session: only a receiver that still holds its claim reads and
+    /// acknowledges.
     private func run(_ query: PostgresQuery, doing what: String) async throws -> [PostgresRow] {
       try checkHeld()
-      let connector = mailbox.container.connector
-      guard let connection = held.connection else {
-        try checkHeld()
-        throw LiaisonError(.closed, "The receiver of mailbox '\(mailbox.name)' has ended.")
-      }
-      do {
-        // In a task of its own, which the caller's cancellation does not reach: postgres-nio ends
-        // a cancelled query by closing its connection, which would lose the claim.
-        return try await Task {
-          try await Connector.run(
-            query, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
-        }.value
-      } catch {
-        held.noticeIfClosed()
-        if let loss = held.loss { throw loss }
-        throw PostgresErrors.translate(error, doing: what)
-      }
+      return try await held.run(query, doing: what)
     }
 
     private func pruneAcknowledgedIDs() async throws {

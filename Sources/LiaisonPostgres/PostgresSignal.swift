@@ -117,7 +117,8 @@
     }
   }
 
-  /// The notifications of a ``PostgresSignal``, from ``PostgresSignal/notifications(ignoringOwnPosts:)``.
+  /// The notifications of a ``PostgresSignal``, from ``PostgresSignal/notifications(ignoringOwnPosts:)``, or
+  /// of the writes of a ``PostgresDefaults`` domain, from ``PostgresDefaults/changes()``.
   public struct PostgresSignalNotifications: AsyncSequence, Sendable {
     public typealias Element = SignalNotification
     let stream: AsyncStream<SignalNotification>

@@ -56,6 +56,18 @@
               state bigint NOT NULL DEFAULT 0,
               posts bigint NOT NULL DEFAULT 0,
               PRIMARY KEY (namespace, name));
+            CREATE TABLE IF NOT EXISTS liaison.defaults_domain (
+              namespace text NOT NULL,
+              domain text NOT NULL,
+              generation bigint NOT NULL DEFAULT 0,
+              PRIMARY KEY (namespace, domain));
+            CREATE TABLE IF NOT EXISTS liaison.defaults_entry (
+              namespace text NOT NULL,
+              domain text NOT NULL,
+              key text NOT NULL,
+              kind smallint NOT NULL,
+              value bytea NOT NULL,
+              PRIMARY KEY (namespace, domain, key));
             \(MailboxSchema.tablesAndFunctions)
             COMMENT ON SCHEMA liaison IS '\(version)';
           END $liaison$

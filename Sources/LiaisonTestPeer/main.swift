@@ -24,7 +24,7 @@ import Liaison
 
 let commandTables = [
   lockCommands, presenceCommands, signalCommands, defaultsCommands, databaseCommands, mailboxCommands,
-  processCommands, placeCommands, placeMailboxCommands, postgresCommands,
+  processCommands, placeCommands, placeDefaultsCommands, placeMailboxCommands, postgresCommands,
 ]
 let commands = Dictionary(
   commandTables.joined().map { ($0.name, $0) },
