@@ -26,12 +26,24 @@ func execute(_ command: [String]) -> Int32 {
   execvp(command[0], arguments)
   let error = errno
   for argument in arguments { free(argument) }
-  if error == ENOENT {
-    printError("liaison: cannot run '\(command[0])': no such command (looked for it on PATH)")
-    return 127
+  return SpawnFailure(errno: error).report(command)
+}
+
+/// Why ``CallerSignals/spawn(_:)`` could not start a command.
+struct SpawnFailure: Error {
+  /// The `errno` of the failure.
+  let errno: CInt
+
+  /// Says why on standard error, as ``execute(_:)`` does, and returns the status to exit with:
+  /// 127 when the command was not found, 126 when it could not be executed.
+  func report(_ command: [String]) -> Int32 {
+    if errno == ENOENT {
+      printError("liaison: cannot run '\(command[0])': no such command (looked for it on PATH)")
+      return 127
+    }
+    printError("liaison: cannot run '\(command[0])': \(String(cString: strerror(errno)))")
+    return 126
   }
-  printError("liaison: cannot run '\(command[0])': \(String(cString: strerror(error)))")
-  return 126
 }
 
 /// The signal mask and the ignored signals of the process that started `liaison`, read before
@@ -60,6 +72,40 @@ enum CallerSignals {
       _ = signal(number, wasIgnored ? SIG_IGN : SIG_DFL)
     }
     pthread_sigmask(SIG_SETMASK, &mask, nil)
+  }
+
+  /// Starts `command` (looked up on `PATH`) as a child with the recorded mask and ignored
+  /// signals, every other signal's action the default, in this process's process group, with
+  /// this process's standard streams and environment.
+  ///
+  /// - Returns: the child's process id, or the `errno` of the failure.
+  static func spawn(_ command: [String]) -> Result<pid_t, SpawnFailure> {
+    fflush(nil)  // what print has buffered
+    #if canImport(Darwin)
+      var attributes: posix_spawnattr_t? = nil
+    #else
+      var attributes = posix_spawnattr_t()
+    #endif
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for (number, wasIgnored) in zip(numbers, ignored) where !wasIgnored && number != SIGKILL && number != SIGSTOP {
+      sigaddset(&defaults, number)
+    }
+    posix_spawnattr_setsigmask(&attributes, &mask)
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    let arguments = command.map { strdup($0) } + [nil]
+    defer { for argument in arguments { free(argument) } }
+    var child: pid_t = 0
+    #if canImport(Darwin)
+      let environment = _NSGetEnviron().pointee
+    #else
+      let environment = environ
+    #endif
+    let result = posix_spawnp(&child, command[0], nil, &attributes, arguments, environment)
+    return result == 0 ? .success(child) : .failure(SpawnFailure(errno: result))
   }
 
   private static func isIgnored(_ number: CInt) -> Bool {

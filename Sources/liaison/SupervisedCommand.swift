@@ -1,0 +1,157 @@
+import Dispatch
+import Foundation
+import Liaison
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Runs `command` as a child of `liaison` while this process holds a lock or claim through a
+/// connection, and stops it when the hold is lost: `SIGTERM`, then `SIGKILL` once `grace` has
+/// passed, as `consul lock` does.
+///
+/// The command is an ordinary member of the caller's process group, with the caller's signal
+/// mask and ignored signals (see ``CallerSignals``), its standard streams and environment:
+/// Ctrl-C and Ctrl-Z from a terminal reach it as they would without `liaison`. `SIGTERM`,
+/// `SIGHUP`, `SIGUSR1` and `SIGUSR2` sent to `liaison` are passed on to the command; `SIGINT` and
+/// `SIGQUIT`, which a terminal sends to the whole group, reach the command from the terminal, and
+/// `liaison` itself ignores them while the command runs.
+///
+/// - Parameters:
+///   - what: what is held, for the line on standard error (`the lock 'nightly-report'`).
+///   - waitForLoss: waits until the hold is lost and returns why (``HeldLock/waitForLoss()``).
+/// - Returns: the command's own status when it ended by itself; when it was killed by a signal,
+///   `liaison` dies of the same signal (for those without a core dump), else 128+N;
+///   ``ExitStatus/lockLost`` when the hold was lost, after one line on standard error, however
+///   the command then ended; 127 or 126 when the command cannot be started.
+func superviseCommand(
+  _ command: [String], holding what: String, grace: Duration,
+  waitForLoss: @escaping @Sendable () async -> LiaisonError?
+) async -> Int32 {
+  let forwarding = SignalForwarding()
+  let pid: pid_t
+  switch CallerSignals.spawn(command) {
+  case .success(let started): pid = started
+  case .failure(let failure): return failure.report(command)
+  }
+  forwarding.forward(to: pid)
+
+  let (events, continuation) = AsyncStream.makeStream(of: SupervisionEvent.self)
+  // Waits without reaping (WNOWAIT), so that the pid stays the command's, for `kill`, until
+  // this task reaps it below.
+  let exitWatch = Thread {
+    var info = siginfo_t()
+    while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 && errno == EINTR {}
+    continuation.yield(.exited)
+  }
+  exitWatch.start()
+  let lossWatch = Task {
+    if let loss = await waitForLoss() { continuation.yield(.lost(loss)) }
+  }
+  var lost = false
+  var graceTimer: Task<Void, Never>?
+  for await event in events {
+    switch event {
+    case .exited:
+      lossWatch.cancel()
+      graceTimer?.cancel()
+      let termination = reap(pid)
+      forwarding.stop()
+      return lost ? ExitStatus.lockLost : endAsTheCommandDid(termination)
+    case .lost(let loss):
+      lost = true
+      let message = loss.message.replacingOccurrences(of: "\n", with: " ")
+      printError(
+        "liaison: lost \(what), so the command (pid \(pid)) no longer runs under it: sent it SIGTERM, and SIGKILL "
+          + "follows in \(grace.seconds) s if it has not ended (\(message))")
+      _ = kill(pid, SIGTERM)
+      graceTimer = Task {
+        try? await Task.sleep(for: grace)
+        if !Task.isCancelled { continuation.yield(.graceOver) }
+      }
+    case .graceOver:
+      _ = kill(pid, SIGKILL)
+    }
+  }
+  preconditionFailure("the supervision's events ended before the command did")
+}
+
+private enum SupervisionEvent: Sendable {
+  case exited
+  case lost(LiaisonError)
+  case graceOver
+}
+
+/// Reaps the ended child `pid` and tells how it ended.
+private func reap(_ pid: pid_t) -> (signal: Int32?, status: Int32) {
+  var status: CInt = 0
+  while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+  // WIFEXITED / WEXITSTATUS / WTERMSIG, which Swift does not import (they are macros).
+  let signal = status & 0x7f
+  return signal == 0 ? (nil, (status >> 8) & 0xff) : (signal, 128 + signal)
+}
+
+/// The command's exit status; for a command killed by a signal that leaves no core dump, this
+/// process dies of the same signal, so that its caller (a shell that stops a loop on Ctrl-C)
+/// sees what it would have seen without `liaison`; 128+N for the others.
+private func endAsTheCommandDid(_ termination: (signal: Int32?, status: Int32)) -> Int32 {
+  guard let number = termination.signal else { return termination.status }
+  if [SIGINT, SIGTERM, SIGHUP, SIGKILL, SIGPIPE, SIGALRM, SIGUSR1, SIGUSR2].contains(number) {
+    fflush(nil)
+    _ = signal(number, SIG_DFL)
+    var set = sigset_t()
+    sigemptyset(&set)
+    sigaddset(&set, number)
+    pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    raise(number)
+  }
+  return termination.status
+}
+
+/// While a supervised command runs: `SIGTERM`, `SIGHUP`, `SIGUSR1` and `SIGUSR2` sent to
+/// `liaison` are passed on to it, and `SIGINT` and `SIGQUIT` (which reach the command from the
+/// terminal) are ignored. Installed before the command starts, so that none is missed.
+private final class SignalForwarding {
+  static let forwarded = [SIGTERM, SIGHUP, SIGUSR1, SIGUSR2]
+  static let ignored = [SIGINT, SIGQUIT]
+  /// The command's pid while it runs; `nil` before it starts; `0` once it has been reaped.
+  private let child = Locked<pid_t?>(nil)
+  private let sources: [any DispatchSourceSignal]
+
+  init() {
+    for number in Self.forwarded + Self.ignored { _ = signal(number, SIG_IGN) }
+    let child = child
+    sources = Self.forwarded.map { number in
+      let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+      source.setEventHandler {
+        // Before the command started, the signal ends liaison as it would have.
+        switch child.withLock({ $0 }) {
+        case nil: exit(128 + number)
+        case let pid? where pid > 0: _ = kill(pid, number)
+        default: break
+        }
+      }
+      source.resume()
+      return source
+    }
+  }
+
+  /// Passes the signals on to `pid` from now on.
+  func forward(to pid: pid_t) { child.withLock { $0 = pid } }
+
+  /// Stops passing signals on (the command has been reaped: its pid may be another's).
+  func stop() {
+    child.withLock { $0 = 0 }
+    for source in sources { source.cancel() }
+  }
+}
+
+extension Duration {
+  /// The duration in seconds, as `liaison` prints it.
+  fileprivate var seconds: String {
+    let value = Double(components.seconds) + Double(components.attoseconds) / 1e18
+    return value == value.rounded() ? String(Int64(value)) : String(value)
+  }
+}
