@@ -29,6 +29,22 @@ func execute(_ command: [String]) -> Int32 {
   return SpawnFailure(errno: error).report(command)
 }
 
+/// The descriptors open when `liaison` started, read before anything else runs (in main.swift):
+/// those its caller passed on, which a command run as a child (``CallerSignals/spawn(_:)``) gets,
+/// and no other.
+enum CallerDescriptors {
+  nonisolated(unsafe) private(set) static var inherited: [CInt] = []
+
+  /// Records the descriptors open now. Call once, first thing.
+  static func capture() { inherited = open() }
+
+  /// The descriptors open now (`/dev/fd`, less the one that listed it).
+  static func open() -> [CInt] {
+    let listed = (try? FileManager.default.contentsOfDirectory(atPath: "/dev/fd"))?.compactMap { CInt($0) } ?? []
+    return listed.filter { fcntl($0, F_GETFD) != -1 }.sorted()
+  }
+}
+
 /// Why ``CallerSignals/spawn(_:)`` could not start a command.
 struct SpawnFailure: Error {
   /// The `errno` of the failure.
@@ -95,7 +111,24 @@ enum CallerSignals {
     }
     posix_spawnattr_setsigmask(&attributes, &mask)
     posix_spawnattr_setsigdefault(&attributes, &defaults)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+    // Only the caller's descriptors: not those of liaison's connections (which would keep a
+    // session, and its lock, open for as long as the command runs, even after liaison died).
+    #if canImport(Darwin)
+      var actions: posix_spawn_file_actions_t? = nil
+      posix_spawn_file_actions_init(&actions)
+      flags |= POSIX_SPAWN_CLOEXEC_DEFAULT
+      for fd in CallerDescriptors.inherited { posix_spawn_file_actions_addinherit_np(&actions, fd) }
+    #else
+      var actions = posix_spawn_file_actions_t()
+      posix_spawn_file_actions_init(&actions)
+      let inherited = Set(CallerDescriptors.inherited)
+      for fd in CallerDescriptors.open() where !inherited.contains(fd) {
+        posix_spawn_file_actions_addclose(&actions, fd)
+      }
+    #endif
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawnattr_setflags(&attributes, Int16(flags))
     let arguments = command.map { strdup($0) } + [nil]
     defer { for argument in arguments { free(argument) } }
     var child: pid_t = 0
@@ -104,7 +137,7 @@ enum CallerSignals {
     #else
       let environment = environ
     #endif
-    let result = posix_spawnp(&child, command[0], nil, &attributes, arguments, environment)
+    let result = posix_spawnp(&child, command[0], &actions, &attributes, arguments, environment)
     return result == 0 ? .success(child) : .failure(SpawnFailure(errno: result))
   }
 

@@ -39,10 +39,12 @@ struct LiaisonCommand: AsyncParsableCommand {
     ]
   )
 
-  /// Reads the caller's signal state before anything else runs (for the commands that `lock`
-  /// and `presence claim` execute; see ``CallerSignals``), then parses and runs the command.
+  /// Reads the caller's signal state and descriptors before anything else runs (for the commands
+  /// that `lock` and `presence claim` run; see ``CallerSignals`` and ``CallerDescriptors``), then
+  /// parses and runs the command.
   static func main() async {
     CallerSignals.capture()
+    CallerDescriptors.capture()
     let arguments = Array(CommandLine.arguments.dropFirst())
     await main(CommandLineValue.movingPlaceOptions(arguments, groups: ["presence", "defaults"]))
   }

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import Liaison
 
@@ -113,38 +112,47 @@ private func endAsTheCommandDid(_ termination: (signal: Int32?, status: Int32)) 
 /// While a supervised command runs: `SIGTERM`, `SIGHUP`, `SIGUSR1` and `SIGUSR2` sent to
 /// `liaison` are passed on to it, and `SIGINT` and `SIGQUIT` (which reach the command from the
 /// terminal) are ignored. Installed before the command starts, so that none is missed.
-private final class SignalForwarding {
+///
+/// A plain signal handler, not a Dispatch signal source: on Linux, Dispatch reads signals through
+/// a `signalfd`, which never sees a signal whose action is "ignore", and the default action would
+/// end `liaison`.
+private struct SignalForwarding {
   static let forwarded = [SIGTERM, SIGHUP, SIGUSR1, SIGUSR2]
   static let ignored = [SIGINT, SIGQUIT]
-  /// The command's pid while it runs; `nil` before it starts; `0` once it has been reaped.
-  private let child = Locked<pid_t?>(nil)
-  private let sources: [any DispatchSourceSignal]
 
   init() {
-    for number in Self.forwarded + Self.ignored { _ = signal(number, SIG_IGN) }
-    let child = child
-    sources = Self.forwarded.map { number in
-      let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-      source.setEventHandler {
-        // Before the command started, the signal ends liaison as it would have.
-        switch child.withLock({ $0 }) {
-        case nil: exit(128 + number)
-        case let pid? where pid > 0: _ = kill(pid, number)
-        default: break
-        }
-      }
-      source.resume()
-      return source
-    }
+    supervisedChild = 0
+    var action = sigaction()
+    #if os(Linux)
+      action.__sigaction_handler.sa_handler = forwardSignal
+    #else
+      action.__sigaction_u.__sa_handler = forwardSignal
+    #endif
+    action.sa_flags = SA_RESTART
+    sigemptyset(&action.sa_mask)
+    for number in Self.forwarded { sigaction(number, &action, nil) }
+    for number in Self.ignored { _ = signal(number, SIG_IGN) }
   }
 
   /// Passes the signals on to `pid` from now on.
-  func forward(to pid: pid_t) { child.withLock { $0 = pid } }
+  func forward(to pid: pid_t) { supervisedChild = pid }
 
   /// Stops passing signals on (the command has been reaped: its pid may be another's).
-  func stop() {
-    child.withLock { $0 = 0 }
-    for source in sources { source.cancel() }
+  func stop() { supervisedChild = -1 }
+}
+
+/// The supervised command's pid: 0 before it starts, -1 once it has been reaped. Read by the
+/// signal handler (an aligned 32-bit word, read and written whole).
+nonisolated(unsafe) private var supervisedChild: pid_t = 0
+
+/// Passes a signal on to the supervised command; before it started, ends `liaison` as the signal
+/// would have. Only async-signal-safe calls (`kill`, `_exit`).
+private func forwardSignal(_ number: CInt) {
+  let child = supervisedChild
+  if child > 0 {
+    _ = kill(child, number)
+  } else if child == 0 {
+    _exit(128 + number)
   }
 }
 
