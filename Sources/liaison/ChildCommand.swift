@@ -29,7 +29,7 @@ func execute(_ command: [String]) -> Int32 {
   return SpawnFailure(errno: error).report(command)
 }
 
-/// The descriptors open when `liaison` started, read before anything else runs (in main.swift):
+/// The descriptors open when `liaison` started, read before anything else runs (in `main()`):
 /// those its caller passed on, which a command run as a child (``CallerSignals/spawn(_:)``) gets,
 /// and no other.
 enum CallerDescriptors {

@@ -122,6 +122,7 @@ private struct SignalForwarding {
 
   init() {
     supervisedChild = 0
+    signalBeforeStart = 0
     var action = sigaction()
     #if os(Linux)
       action.__sigaction_handler.sa_handler = forwardSignal
@@ -132,10 +133,18 @@ private struct SignalForwarding {
     sigemptyset(&action.sa_mask)
     for number in Self.forwarded { sigaction(number, &action, nil) }
     for number in Self.ignored { _ = signal(number, SIG_IGN) }
+    // A caller that ignores SIGCHLD would have the command reaped unseen, its status lost.
+    _ = signal(SIGCHLD, SIG_DFL)
   }
 
-  /// Passes the signals on to `pid` from now on.
-  func forward(to pid: pid_t) { supervisedChild = pid }
+  /// Passes the signals on to `pid` from now on, and the last one that came while it was being
+  /// started (the command may run, and be signalled through `liaison`, before `posix_spawn`
+  /// has returned here).
+  func forward(to pid: pid_t) {
+    supervisedChild = pid
+    let pending = signalBeforeStart
+    if pending != 0 { _ = kill(pid, pending) }
+  }
 
   /// Stops passing signals on (the command has been reaped: its pid may be another's).
   func stop() { supervisedChild = -1 }
@@ -145,14 +154,17 @@ private struct SignalForwarding {
 /// signal handler (an aligned 32-bit word, read and written whole).
 nonisolated(unsafe) private var supervisedChild: pid_t = 0
 
-/// Passes a signal on to the supervised command; before it started, ends `liaison` as the signal
-/// would have. Only async-signal-safe calls (`kill`, `_exit`).
+/// A signal that came before the command's pid was known, for ``SignalForwarding/forward(to:)``.
+nonisolated(unsafe) private var signalBeforeStart: CInt = 0
+
+/// Passes a signal on to the supervised command, or keeps it for the command about to start.
+/// Only async-signal-safe calls (`kill`).
 private func forwardSignal(_ number: CInt) {
   let child = supervisedChild
   if child > 0 {
     _ = kill(child, number)
   } else if child == 0 {
-    _exit(128 + number)
+    signalBeforeStart = number
   }
 }
 
