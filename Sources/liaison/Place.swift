@@ -173,12 +173,5 @@ extension SharedContainer: CommandPlace {
     func recordedState(ofSignal name: String) async throws -> UInt64? {
       try await signal(name).recordedState()
     }
-
-    func presences() async throws -> [PostgresPresence] {
-      throw CLIError(
-        "`presence list` reads a folder only for now; on PostgreSQL, ask about one presence with "
-          + "`liaison presence check NAME`.",
-        status: ExitStatus.usage)
-    }
   }
 #endif

@@ -243,6 +243,8 @@ import Testing
       #expect(active.status == 0, "\(active.errors)")
       #expect(active.output.hasPrefix("active: pid \(holder.pid) (claim)"), "\(active.output)")
       #expect(active.output.contains("episode 7"))
+      let listed = try liaison(["presence", "list"] + place(server))
+      #expect(listed.output.hasPrefix("recording\tactive: pid \(holder.pid) (claim)"), "\(listed)")
       let second = try liaison(["presence", "claim"] + place(server) + ["recording", "--", "true"])
       #expect(second.status == 75, "\(second.errors)")
       holder.closeInput()
