@@ -74,6 +74,8 @@ let package = Package(
         "ChildProcesses",
         "LiaisonCommandLine",
         "LiaisonStore",
+        // `--postgres`: the commands on PostgreSQL, with the package trait `Postgres`.
+        "LiaisonPostgres",
         .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ],

@@ -35,14 +35,18 @@ package enum CommandLineValue {
     return try! JSONEncoder().encode(text)
   }
 
-  /// The arguments with every `--container PATH` (or `--container=PATH`) that stands before the
-  /// subcommand's name moved to the end of the subcommand's own arguments, before any `--`, where
-  /// the subcommand parses it: `liaison --container X post s` reads as `liaison post s
-  /// --container X`.
+  /// The options that say where the commands coordinate, which the user may write before the
+  /// subcommand's name: `--container PATH`, `--postgres URL`, `--namespace NAME`.
+  package static let placeOptions: Set<String> = ["--container", "--postgres", "--namespace"]
+
+  /// The arguments with every place option (``placeOptions``, as `--option VALUE` or
+  /// `--option=VALUE`) that stands before the subcommand's name moved to the end of the
+  /// subcommand's own arguments, before any `--`, where the subcommand parses it: `liaison
+  /// --container X post s` reads as `liaison post s --container X`.
   ///
   /// - Parameter groups: the names of commands that only group subcommands (`presence`,
   ///   `defaults`): an option after one of them still stands before the subcommand's name.
-  package static func movingContainerOption(_ arguments: [String], groups: Set<String>) -> [String] {
+  package static func movingPlaceOptions(_ arguments: [String], groups: Set<String>) -> [String] {
     var moved: [String] = []
     var rest: [String] = []
     var index = 0
@@ -53,12 +57,12 @@ package enum CommandLineValue {
         rest += arguments[index...]
         break
       }
-      if inCommandPath && argument == "--container" && index + 1 < arguments.count {
+      if inCommandPath && placeOptions.contains(argument) && index + 1 < arguments.count {
         moved += [argument, arguments[index + 1]]
         index += 2
         continue
       }
-      if inCommandPath && argument.hasPrefix("--container=") {
+      if inCommandPath, let equals = argument.firstIndex(of: "="), placeOptions.contains(String(argument[..<equals])) {
         moved.append(argument)
         index += 1
         continue
@@ -71,6 +75,15 @@ package enum CommandLineValue {
     let terminator = rest.firstIndex(of: "--") ?? rest.endIndex
     rest.insert(contentsOf: moved, at: terminator)
     return rest
+  }
+
+  /// A `--grace`: how many seconds a command has to end after `SIGTERM` before `SIGKILL`, from 0
+  /// to 1e9, fractions allowed.
+  package static func grace(_ text: String) throws(LiaisonError) -> Duration {
+    guard let seconds = Double(text), seconds >= 0, seconds <= maximumTimeoutSeconds else {
+      throw LiaisonError(.invalidArgument, "a grace period is a number of seconds from 0 to 1e9.")
+    }
+    return .seconds(seconds)
   }
 
   /// The value `-` stands for standard input: `liaison send inbox -`, `liaison defaults write

@@ -107,6 +107,17 @@
       PostgresSignal(container: self, name: try LiaisonName(name))
     }
 
+    /// Every presence of the namespace that has ever been claimed, by name (the `liaison presence
+    /// list` command).
+    package func presences() async throws -> [PostgresPresence] {
+      let rows = try await query(
+        "SELECT name FROM liaison.presence WHERE namespace = \(namespace.rawValue) ORDER BY name",
+        doing: "list the presences")
+      return try rows.map { row in
+        PostgresPresence(container: self, name: try LiaisonName(try row.decode(String.self, context: .default)))
+      }
+    }
+
     /// Runs one statement on a connection that holds nothing (the tests prepare and read their
     /// tables with it).
     package func query(_ query: PostgresQuery, doing what: String) async throws -> [PostgresRow] {

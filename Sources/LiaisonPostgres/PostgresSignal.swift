@@ -51,6 +51,28 @@
       get async throws { try await read().state }
     }
 
+    /// Sets the state without notifying anybody (the `liaison state --set` command): observers
+    /// read it with their next notification or ``state``.
+    package func setState(_ newState: UInt64) async throws {
+      let state = Int64(bitPattern: newState)
+      _ = try await container.query(
+        """
+        INSERT INTO liaison.signal (namespace, name, state) VALUES (\(container.namespace.rawValue), \(name.rawValue), \(state))
+        ON CONFLICT (namespace, name) DO UPDATE SET state = excluded.state
+        """, doing: "set the state of the signal '\(name)'")
+    }
+
+    /// The state, or `nil` when the signal has never been posted or set (the `liaison state`
+    /// command tells the two apart).
+    package func recordedState() async throws -> UInt64? {
+      let rows = try await container.query(
+        """
+        SELECT state FROM liaison.signal WHERE namespace = \(container.namespace.rawValue) AND name = \(name.rawValue)
+        """, doing: "read the signal '\(name)'")
+      guard let row = rows.first else { return nil }
+      return UInt64(bitPattern: try row.decode(Int64.self, context: .default))
+    }
+
     /// The state and post count, read from the server.
     func read() async throws -> (state: UInt64, posts: UInt64) {
       try await Self.read(name, in: container.namespace, through: container.connector)

@@ -17,7 +17,7 @@ import Foundation
     import Darwin
   #endif
 
-  /// The distributed chaos: worker processes use locks, mailboxes and signals on a throwaway
+  /// The distributed chaos: worker processes use locks, mailboxes, defaults and signals on a throwaway
   /// PostgreSQL server, with a detection bound of 2 s, while the orchestrator kills workers with
   /// SIGKILL, **restarts the server**, and **cuts the network** of the worker that runs in a
   /// network namespace for a while. Worker 0 is the mailbox's receiver; worker 1 runs in the
@@ -35,6 +35,8 @@ import Foundation
   /// - **no acknowledged message lost or delivered again**: every send that returned was received,
   ///   a message received twice had not been acknowledged before, and the mailbox ends empty, with
   ///   nothing quarantined;
+  /// - **counters exact**: the defaults total equals the sum of the per-worker counts written in
+  ///   the same transactions;
   /// - the signal's post count is at least the number of posts that returned;
   /// - no worker ended by itself, and no operation failed other than by `unavailable`, `lost` or
   ///   `timedOut` (what a restart or a cut network may cause).
@@ -45,7 +47,12 @@ import Foundation
     static func run(_ options: Chaos.Options) throws -> Int {
       let work = NSTemporaryDirectory() + "liaison-pg-chaos-\(getpid())"
       try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-      defer { try? FileManager.default.removeItem(atPath: work) }
+      var keepLogs = false
+      defer {
+        if keepLogs { print("chaos: the workers' logs are kept in \(work)") } else {
+          try? FileManager.default.removeItem(atPath: work)
+        }
+      }
       var random = SplitMix64(seed: options.seed)
       guard NetworkNamespace.unavailableReason == nil else {
         throw BenchError("the PostgreSQL chaos cuts a network: \(NetworkNamespace.unavailableReason!)")
@@ -66,7 +73,9 @@ import Foundation
         "chaos: PostgreSQL, \(options.processes) processes for \(options.seconds) s, seed \(options.seed); "
           + "worker 1 on a network that is cut")
       if options.sabotage {
-        print("chaos: SABOTAGED workers (no lock, a made-up token, messages not logged): violations expected")
+        print(
+          "chaos: SABOTAGED workers (no lock, a made-up token, messages not logged, counts skipped): violations expected"
+        )
         setenv(Chaos.sabotageVariable, "1", 1)
       }
 
@@ -115,6 +124,7 @@ import Foundation
       try check(logs: work, server: server, report: &report)
       print("chaos: \(restarts) server restarts, \(cuts) network cuts (worker 1)")
       report.print(kills: kills)
+      keepLogs = !report.violations.isEmpty
       return report.violations.count
     }
 
@@ -172,12 +182,23 @@ import Foundation
     ) async {
       var random = SplitMix64(seed: seed)
       let sender = "w\(index)-\(UInt32.random(in: 0...UInt32.max))"
+      let total = DefaultsKey<Int>("total")
+      guard let mine = try? DefaultsKey<Int>(validating: "count-w\(index)") else { return }
       var sequence = 0
       while !stopping.withLock({ $0 }) {
         do {
-          switch random.next() % 3 {
+          switch random.next() % 4 {
           case 0:
             try await hold(container, worker: sender, pause: random.next() % 2_000, note: note)
+          case 2:
+            // The total and this worker's count, in one transaction; a sabotaged worker skips
+            // its count now and then.
+            let skip = Chaos.sabotaged && random.next() % 20 == 0
+            try await container.defaults("chaos").transaction { transaction in
+              try await transaction.set((try await transaction.get(total) ?? 0) + 1, for: total)
+              try await transaction.set((try await transaction.get(mine) ?? 0) + (skip ? 0 : 1), for: mine)
+            }
+            note("D")
           case 1:
             let id = "\(sender)-\(sequence)"
             sequence += 1
@@ -319,6 +340,16 @@ import Foundation
         report.violation("fencing: a write with token \(later) was applied after one with token \(earlier)")
       }
       try checkMailbox(logs: logs, sent: sent, server: server, report: &report)
+      let totals = try server.psql(
+        """
+        SELECT coalesce(sum(convert_from(value, 'UTF8')::bigint) FILTER (WHERE key = 'total'), 0) || ' ' ||
+          coalesce(sum(convert_from(value, 'UTF8')::bigint) FILTER (WHERE key LIKE 'count-w%'), 0)
+        FROM liaison.defaults_entry WHERE namespace = 'chaos' AND domain = 'chaos'
+        """
+      ).trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ")
+      if totals.count != 2 || totals[0] != totals[1] {
+        report.violation("defaults: total \(totals.first ?? "?") ≠ sum of per-worker counts \(totals.last ?? "?")")
+      }
       let posts = try count(
         "SELECT coalesce(max(posts), 0) FROM liaison.signal WHERE namespace = 'chaos' AND name = 'chaos-signal'", server
       )
@@ -328,6 +359,7 @@ import Foundation
       report.figures += [
         ("lock holds", counts["L", default: 0]), ("fenced writes applied", applied.count),
         ("mailbox sends", sent.count), ("signal posts", counts["S", default: 0]),
+        ("defaults transactions", counts["D", default: 0]),
         ("operations failed by a restart or a cut (unavailable, lost, timedOut)", counts["e", default: 0]),
       ]
     }

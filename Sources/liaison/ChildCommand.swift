@@ -26,12 +26,40 @@ func execute(_ command: [String]) -> Int32 {
   execvp(command[0], arguments)
   let error = errno
   for argument in arguments { free(argument) }
-  if error == ENOENT {
-    printError("liaison: cannot run '\(command[0])': no such command (looked for it on PATH)")
-    return 127
+  return SpawnFailure(errno: error).report(command)
+}
+
+/// The descriptors open when `liaison` started, read before anything else runs (in `main()`):
+/// those its caller passed on, which a command run as a child (``CallerSignals/spawn(_:)``) gets,
+/// and no other.
+enum CallerDescriptors {
+  nonisolated(unsafe) private(set) static var inherited: [CInt] = []
+
+  /// Records the descriptors open now. Call once, first thing.
+  static func capture() { inherited = open() }
+
+  /// The descriptors open now (`/dev/fd`, less the one that listed it).
+  static func open() -> [CInt] {
+    let listed = (try? FileManager.default.contentsOfDirectory(atPath: "/dev/fd"))?.compactMap { CInt($0) } ?? []
+    return listed.filter { fcntl($0, F_GETFD) != -1 }.sorted()
   }
-  printError("liaison: cannot run '\(command[0])': \(String(cString: strerror(error)))")
-  return 126
+}
+
+/// Why ``CallerSignals/spawn(_:)`` could not start a command.
+struct SpawnFailure: Error {
+  /// The `errno` of the failure.
+  let errno: CInt
+
+  /// Says why on standard error, as ``execute(_:)`` does, and returns the status to exit with:
+  /// 127 when the command was not found, 126 when it could not be executed.
+  func report(_ command: [String]) -> Int32 {
+    if errno == ENOENT {
+      printError("liaison: cannot run '\(command[0])': no such command (looked for it on PATH)")
+      return 127
+    }
+    printError("liaison: cannot run '\(command[0])': \(String(cString: strerror(errno)))")
+    return 126
+  }
 }
 
 /// The signal mask and the ignored signals of the process that started `liaison`, read before
@@ -60,6 +88,57 @@ enum CallerSignals {
       _ = signal(number, wasIgnored ? SIG_IGN : SIG_DFL)
     }
     pthread_sigmask(SIG_SETMASK, &mask, nil)
+  }
+
+  /// Starts `command` (looked up on `PATH`) as a child with the recorded mask and ignored
+  /// signals, every other signal's action the default, in this process's process group, with
+  /// this process's standard streams and environment.
+  ///
+  /// - Returns: the child's process id, or the `errno` of the failure.
+  static func spawn(_ command: [String]) -> Result<pid_t, SpawnFailure> {
+    fflush(nil)  // what print has buffered
+    #if canImport(Darwin)
+      var attributes: posix_spawnattr_t? = nil
+    #else
+      var attributes = posix_spawnattr_t()
+    #endif
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for (number, wasIgnored) in zip(numbers, ignored) where !wasIgnored && number != SIGKILL && number != SIGSTOP {
+      sigaddset(&defaults, number)
+    }
+    posix_spawnattr_setsigmask(&attributes, &mask)
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+    // Only the caller's descriptors: not those of liaison's connections (which would keep a
+    // session, and its lock, open for as long as the command runs, even after liaison died).
+    #if canImport(Darwin)
+      var actions: posix_spawn_file_actions_t? = nil
+      posix_spawn_file_actions_init(&actions)
+      flags |= POSIX_SPAWN_CLOEXEC_DEFAULT
+      for fd in CallerDescriptors.inherited { posix_spawn_file_actions_addinherit_np(&actions, fd) }
+    #else
+      var actions = posix_spawn_file_actions_t()
+      posix_spawn_file_actions_init(&actions)
+      let inherited = Set(CallerDescriptors.inherited)
+      for fd in CallerDescriptors.open() where !inherited.contains(fd) {
+        posix_spawn_file_actions_addclose(&actions, fd)
+      }
+    #endif
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawnattr_setflags(&attributes, Int16(flags))
+    let arguments = command.map { strdup($0) } + [nil]
+    defer { for argument in arguments { free(argument) } }
+    var child: pid_t = 0
+    #if canImport(Darwin)
+      let environment = _NSGetEnviron().pointee
+    #else
+      let environment = environ
+    #endif
+    let result = posix_spawnp(&child, command[0], &actions, &attributes, arguments, environment)
+    return result == 0 ? .success(child) : .failure(SpawnFailure(errno: result))
   }
 
   private static func isIgnored(_ number: CInt) -> Bool {

@@ -17,10 +17,17 @@ struct LiaisonCommand: AsyncParsableCommand {
       container's own folder if needed, but not its parent, so that a mistyped path fails \
       instead of starting a second container (the per-user default is created whole).
 
+      lock, presence, post, wait, observe and state work on PostgreSQL instead with --postgres URL \
+      (else $\(PlaceOptions.postgresVariable)) and --namespace NAME (else \
+      $\(PlaceOptions.namespaceVariable), else '\(PlaceOptions.defaultNamespace)'); an option on the \
+      command line wins over the variables, and $\(PlaceOptions.postgresVariable) over \
+      $\(SharedContainer.environmentVariable).
+
       Exit status: 0 on success (or the command's own status for `lock` and `presence claim`); \
       1 when `presence check` finds the presence inactive; \(ExitStatus.busy) (EX_TEMPFAIL) when \
       `lock` or `wait` times out, `presence claim` finds the presence held, or `receive` finds another receiver; 64 for bad usage or a bad \
-      name; 70 for any other failure; 126/127 when the command cannot be run or is not found; \
+      name; \(ExitStatus.lockLost) when the PostgreSQL lock or claim a command ran under was lost \
+      (liaison stopped the command); 70 for any other failure; 126/127 when the command cannot be run or is not found; \
       128+N when it was killed by signal N.
 
       \(DocsPage.command)
@@ -32,12 +39,14 @@ struct LiaisonCommand: AsyncParsableCommand {
     ]
   )
 
-  /// Reads the caller's signal state before anything else runs (for the commands that `lock`
-  /// and `presence claim` execute; see ``CallerSignals``), then parses and runs the command.
+  /// Reads the caller's signal state and descriptors before anything else runs (for the commands
+  /// that `lock` and `presence claim` run; see ``CallerSignals`` and ``CallerDescriptors``), then
+  /// parses and runs the command.
   static func main() async {
     CallerSignals.capture()
+    CallerDescriptors.capture()
     let arguments = Array(CommandLine.arguments.dropFirst())
-    await main(CommandLineValue.movingContainerOption(arguments, groups: ["presence", "defaults"]))
+    await main(CommandLineValue.movingPlaceOptions(arguments, groups: ["presence", "defaults"]))
   }
 }
 
@@ -52,9 +61,19 @@ struct ContainerOptions: ParsableArguments {
 
   /// The folder given by --container or the environment, if any.
   private var chosenDirectory: String? {
-    if let container { return container }
-    let variable = ProcessInfo.processInfo.environment[SharedContainer.environmentVariable]
-    return variable?.isEmpty == false ? variable : nil
+    get throws {
+      if let container { return container }
+      if ProcessInfo.processInfo.environment[PlaceOptions.postgresVariable]?.isEmpty == false {
+        // A command that works on a folder only must not quietly use one when a database was meant.
+        throw CLIError(
+          "This command works on a folder only, and $\(PlaceOptions.postgresVariable) names a PostgreSQL database: "
+            + "give --container PATH, or unset $\(PlaceOptions.postgresVariable) for the folder "
+            + "$\(SharedContainer.environmentVariable) or the per-user default.",
+          status: ExitStatus.usage)
+      }
+      let variable = ProcessInfo.processInfo.environment[SharedContainer.environmentVariable]
+      return variable?.isEmpty == false ? variable : nil
+    }
   }
 
   /// Opens the container for a command that writes. A folder given by --container or the
@@ -62,7 +81,7 @@ struct ContainerOptions: ParsableArguments {
   /// whole.
   func open() throws -> SharedContainer {
     do {
-      guard let directory = chosenDirectory else { return try SharedContainer.standard() }
+      guard let directory = try chosenDirectory else { return try SharedContainer.standard() }
       let parent = URL(fileURLWithPath: directory).deletingLastPathComponent().path
       var isFolder: ObjCBool = false
       if !FileManager.default.fileExists(atPath: directory),
@@ -83,7 +102,7 @@ struct ContainerOptions: ParsableArguments {
   /// Opens the container for a command that only reads: creates nothing, and fails when no
   /// process has used a container there.
   func openExisting() throws -> SharedContainer {
-    let directory = chosenDirectory ?? SharedContainer.standardDirectory
+    let directory = try chosenDirectory ?? SharedContainer.standardDirectory
     var isFolder: ObjCBool = false
     guard FileManager.default.fileExists(atPath: directory + "/.liaison", isDirectory: &isFolder), isFolder.boolValue
     else {
@@ -108,6 +127,9 @@ enum ExitStatus {
   static let usage: Int32 = 64
   /// EX_SOFTWARE: anything else went wrong.
   static let failure: Int32 = 70
+  /// EX_UNAVAILABLE: the lock or claim that a command ran under was lost (its connection to
+  /// PostgreSQL ended), so `liaison` stopped the command.
+  static let lockLost: Int32 = 69
 }
 
 /// A library error shown as one line on standard error, with the exit status it maps to.
@@ -144,6 +166,11 @@ extension ParsableCommand {
     } catch let error as CLIError {
       printError(error.description)
       throw ExitCode(error.status)
+    } catch let error as ExitCode {
+      throw error
+    } catch {
+      printError("liaison: \(error)")
+      throw ExitCode(ExitStatus.failure)
     }
   }
 }

@@ -51,6 +51,17 @@ struct PresenceReport: Encodable {
   let active: Bool
   let holder: HolderReport?
 
+  /// Reads `presence`'s holder.
+  static func of(_ presence: some CoordinationPresence) async throws -> PresenceReport {
+    do {
+      return PresenceReport(name: presence.name.rawValue, holder: try await presence.holder, active: nil)
+    } catch let error as LiaisonError where error.code == .claimInProgress {
+      // Claimed a moment ago: active, its holder not written yet.
+      return PresenceReport(name: presence.name.rawValue, holder: nil, active: true)
+    }
+  }
+
+  /// Reads the holder of a presence in a folder (`liaison status`).
   init(_ presence: Presence) throws {
     name = presence.name.rawValue
     var found: PresenceHolder?
@@ -64,6 +75,12 @@ struct PresenceReport: Encodable {
     }
     holder = found.map(HolderReport.init)
     active = found != nil || claimInProgress
+  }
+
+  private init(name: String, holder: PresenceHolder?, active: Bool?) {
+    self.name = name
+    self.holder = holder.map(HolderReport.init)
+    self.active = active ?? (holder != nil)
   }
 
   /// `active: HOLDER`, `active: claim in progress` or `inactive`.

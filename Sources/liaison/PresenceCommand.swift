@@ -1,5 +1,6 @@
 import ArgumentParser
 import Liaison
+import LiaisonCommandLine
 
 struct PresenceCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
@@ -16,7 +17,10 @@ struct PresenceCommand: AsyncParsableCommand {
         Claims the presence, then runs the command in liaison's place (exec), as `liaison lock` \
         does: the command holds the claim until it (and every process it passed the descriptor \
         on to) has ended, and the holder's record names its process id. Exits with the \
-        command's status, or \(ExitStatus.busy) at once if another holder has the presence.
+        command's status, or \(ExitStatus.busy) at once if another holder has the presence. On \
+        PostgreSQL, runs the command as its child, as `liaison lock` does there, and stops it \
+        (SIGTERM, then SIGKILL after --grace seconds) and exits \(ExitStatus.lockLost) if the claim \
+        is lost.
 
           liaison presence claim recording --info "episode 7" -- ./record.sh
 
@@ -24,9 +28,17 @@ struct PresenceCommand: AsyncParsableCommand {
         """
     )
 
-    @OptionGroup var options: ContainerOptions
+    @OptionGroup var options: PlaceOptions
     @Argument(help: "The presence's name.") var name: String
     @Option(help: "A short text for others to read while the claim lasts.") var info: String?
+    @Option(
+      parsing: .unconditional,
+      help: ArgumentHelp(
+        "When the claim is lost (PostgreSQL), how long the command has to end after SIGTERM before SIGKILL "
+          + "(default: \(LockCommand.defaultGrace.components.seconds)).",
+        valueName: "seconds"),
+      transform: CommandLineValue.grace)
+    var grace: Duration = LockCommand.defaultGrace
     @Argument(parsing: .postTerminator, help: ArgumentHelp("The command to run, after --.", valueName: "command"))
     var command: [String] = []
 
@@ -38,21 +50,25 @@ struct PresenceCommand: AsyncParsableCommand {
 
     func run() async throws {
       let status = try await Self.reporting {
-        let presence = try options.open().presence(name)
-        let claim: PresenceClaim
-        do {
-          claim = try presence.claim(info: info)
-        } catch let error as LiaisonError where error.code == .alreadyClaimed || error.code == .claimInProgress {
-          let holder = (try? presence.holder)?.map { HolderReport($0).text } ?? "another process"
-          throw CLIError(
-            "The presence '\(name)' is already claimed (\(holder)). Try again once it is released; "
-              + "`liaison presence check \(name)` shows who holds it.",
-            status: ExitStatus.busy)
-        }
-        try claim.passToExecutedProgram()
-        return execute(command)
+        try await options.withPlace(creating: true) { place in try await run(on: place) }
       }
       throw ExitCode(status)
+    }
+
+    /// Claims the presence in `place`, then runs the command under the claim.
+    private func run<Place: CommandPlace>(on place: Place) async throws -> Int32 {
+      let presence = try place.presence(name)
+      let claim: Place.PresenceType.Claim
+      do {
+        claim = try await presence.claim(info: info)
+      } catch let error as LiaisonError where error.code == .alreadyClaimed || error.code == .claimInProgress {
+        let holder = (try? await presence.holder)?.map { HolderReport($0).text } ?? "another process"
+        throw CLIError(
+          "The presence '\(name)' is already claimed (\(holder)). Try again once it is released; "
+            + "`liaison presence check \(name)` shows who holds it.",
+          status: ExitStatus.busy)
+      }
+      return try await place.run(command, claiming: claim, grace: grace)
     }
   }
 
@@ -63,12 +79,14 @@ struct PresenceCommand: AsyncParsableCommand {
         + DocsPage.presence
     )
 
-    @OptionGroup var options: ContainerOptions
+    @OptionGroup var options: PlaceOptions
     @Argument(help: "The presence's name.") var name: String
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
-      let report = try await Self.reporting { try PresenceReport(try options.openExisting().presence(name)) }
+      let report = try await Self.reporting {
+        try await options.withPlace(creating: false) { place in try await PresenceReport.of(place.presence(name)) }
+      }
       if json {
         try printJSON(report)
       } else {
@@ -82,16 +100,24 @@ struct PresenceCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
       abstract: "List every presence in the container with its holder.", discussion: DocsPage.presence)
 
-    @OptionGroup var options: ContainerOptions
+    @OptionGroup var options: PlaceOptions
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
-      let reports = try await Self.reporting { try options.openExisting().presences().map(PresenceReport.init) }
+      let reports = try await Self.reporting {
+        try await options.withPlace(creating: false) { place in try await Self.reports(place) }
+      }
       if json { return try printJSON(reports) }
       if reports.isEmpty { print("no presences") }
       for report in reports {
         print("\(report.name)\t\(report.text)")
       }
+    }
+
+    private static func reports(_ place: some CommandPlace) async throws -> [PresenceReport] {
+      var reports: [PresenceReport] = []
+      for presence in try await place.presences() { reports.append(try await PresenceReport.of(presence)) }
+      return reports
     }
   }
 }

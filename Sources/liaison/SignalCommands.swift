@@ -23,14 +23,13 @@ struct PostCommand: AsyncParsableCommand {
     discussion: "With --state, sets the signal's 64-bit state first, in the same step." + "\n\n" + DocsPage.signal
   )
 
-  @OptionGroup var options: ContainerOptions
+  @OptionGroup var options: PlaceOptions
   @Argument(help: "The signal's name.") var name: String
   @Option(help: "The state to set (0 to 2^64-1).", transform: CommandLineValue.state) var state: UInt64?
 
   func run() async throws {
     try await Self.reporting {
-      let signal = try options.open().signal(name)
-      if let state { try signal.post(state: state) } else { try signal.post() }
+      try await options.withPlace(creating: true) { place in try await place.post(signal: name, state: state) }
     }
   }
 }
@@ -43,7 +42,7 @@ struct WaitCommand: AsyncParsableCommand {
       + DocsPage.signal
   )
 
-  @OptionGroup var options: ContainerOptions
+  @OptionGroup var options: PlaceOptions
   @Argument(help: "The signal's name.") var name: String
   @Option(
     parsing: .unconditional,
@@ -53,11 +52,24 @@ struct WaitCommand: AsyncParsableCommand {
   @Flag(help: "Print JSON.") var json = false
 
   func run() async throws {
-    let notifications = try await Self.reporting { try options.open().signal(name).notifications() }
-    let received = await withTaskGroup(of: SignalNotification?.self) { group in
+    let received = try await Self.reporting {
+      try await options.withPlace(creating: true) { place in try await next(in: place) }
+    }
+    guard let received else {
+      printError("liaison: no notification of '\(name)' within \(timeout ?? .zero).")
+      throw ExitCode(ExitStatus.busy)
+    }
+    if json { try printJSON(NotificationReport(received)) } else { print(received.state) }
+  }
+
+  /// The next notification of the signal in `place`, or `nil` when the timeout passes first.
+  private func next(in place: some CommandPlace) async throws -> SignalNotification? {
+    let notifications = try await place.signal(name).notifications(ignoringOwnPosts: false)
+    let timeout = timeout
+    return await withTaskGroup(of: SignalNotification?.self) { group in
       group.addTask {
         var iterator = notifications.makeAsyncIterator()
-        return await iterator.next()
+        return try? await iterator.next()
       }
       if let timeout {
         group.addTask {
@@ -69,11 +81,6 @@ struct WaitCommand: AsyncParsableCommand {
       group.cancelAll()
       return first
     }
-    guard let received else {
-      printError("liaison: no notification of '\(name)' within \(timeout ?? .zero).")
-      throw ExitCode(ExitStatus.busy)
-    }
-    if json { try printJSON(NotificationReport(received)) } else { print(received.state) }
   }
 }
 
@@ -85,7 +92,7 @@ struct ObserveCommand: AsyncParsableCommand {
       + DocsPage.signal
   )
 
-  @OptionGroup var options: ContainerOptions
+  @OptionGroup var options: PlaceOptions
   @Argument(help: "The signals' names.") var names: [String]
   @Flag(help: "Print JSON lines.") var json = false
 
@@ -94,22 +101,37 @@ struct ObserveCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    let sequences = try await Self.reporting {
-      let container = try options.open()
-      return try names.map { try container.signal($0).notifications() }
+    try await Self.reporting {
+      try await options.withPlace(creating: true) { place in try await observe(place) }
     }
+  }
+
+  /// Prints the notifications of the signals in `place` until interrupted.
+  private func observe(_ place: some CommandPlace) async throws {
+    let sequences = try await names.asyncMap { try await place.signal($0).notifications(ignoringOwnPosts: false) }
     let json = json
     await withTaskGroup(of: Void.self) { group in
       for notifications in sequences {
         group.addTask {
-          for await notification in notifications {
-            let report = NotificationReport(notification)
-            let line = json ? (try? jsonLine(report)) ?? "" : "\(report.name) \(report.state) \(report.sequence)"
-            FileHandle.standardOutput.write(Data((line + "\n").utf8))
-          }
+          do {
+            for try await notification in notifications {
+              let report = NotificationReport(notification)
+              let line = json ? (try? jsonLine(report)) ?? "" : "\(report.name) \(report.state) \(report.sequence)"
+              FileHandle.standardOutput.write(Data((line + "\n").utf8))
+            }
+          } catch {}
         }
       }
     }
+  }
+}
+
+extension Array {
+  /// The elements transformed in order, one at a time.
+  fileprivate func asyncMap<T>(_ transform: (Element) async throws -> T) async throws -> [T] {
+    var results: [T] = []
+    for element in self { results.append(try await transform(element)) }
+    return results
   }
 }
 
@@ -121,19 +143,19 @@ struct StateCommand: AsyncParsableCommand {
       + "\n\n" + DocsPage.signal
   )
 
-  @OptionGroup var options: ContainerOptions
+  @OptionGroup var options: PlaceOptions
   @Argument(help: "The signal's name.") var name: String
   @Option(help: "The state to set (0 to 2^64-1).", transform: CommandLineValue.state) var set: UInt64?
 
   func run() async throws {
     try await Self.reporting {
-      if let set { return try options.open().signal(name).setState(set) }
-      let container = try options.openExisting()
-      let signalName = try LiaisonName(name)
-      guard try container.signalNames().contains(signalName) else {
-        throw CLIError("No signal '\(name)' in the container: it has never been posted or set.", status: 1)
+      try await options.withPlace(creating: set != nil) { place in
+        if let set { return try await place.setState(ofSignal: name, to: set) }
+        guard let state = try await place.recordedState(ofSignal: name) else {
+          throw CLIError("No signal '\(name)' in the container: it has never been posted or set.", status: 1)
+        }
+        print(state)
       }
-      print(try container.signal(name).state)
     }
   }
 }

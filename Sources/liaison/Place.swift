@@ -1,0 +1,177 @@
+import ArgumentParser
+import Foundation
+import Liaison
+
+#if Postgres
+  import LiaisonPostgres
+#endif
+
+/// Where a command coordinates: a folder (`--container PATH`) or a PostgreSQL database
+/// (`--postgres URL` and `--namespace NAME`), for the commands that work on either.
+///
+/// The command line wins over the environment: `--container` or `--postgres` on the line is
+/// used; else `$LIAISON_POSTGRES_URL` if set; else `$LIAISON_CONTAINER`; else the per-user
+/// folder. A command adopts it with `@OptionGroup var options: PlaceOptions` and
+/// `options.withPlace(creating:) { place in … }`, written once against ``CommandPlace``.
+struct PlaceOptions: ParsableArguments {
+  /// The variable that names a database when the command line names no place.
+  static let postgresVariable = "LIAISON_POSTGRES_URL"
+  /// The variable that names the namespace when `--namespace` is not given.
+  static let namespaceVariable = "LIAISON_NAMESPACE"
+  /// The namespace when neither `--namespace` nor `$LIAISON_NAMESPACE` names one.
+  static let defaultNamespace = "default"
+
+  @OptionGroup var folder: ContainerOptions
+
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "The PostgreSQL database to coordinate in, instead of a folder (default: $\(postgresVariable)).",
+      valueName: "url"))
+  var postgres: String?
+
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "The namespace in the database (default: $\(namespaceVariable), else '\(defaultNamespace)').",
+      valueName: "name"))
+  var namespace: String?
+
+  /// Where the options and the environment say the command works.
+  enum Choice: Equatable {
+    case folder
+    case postgres(url: String, namespace: String)
+  }
+
+  /// Reads the options and the environment.
+  ///
+  /// - Throws: a usage error for `--container` with `--postgres`, and for `--namespace` with a
+  ///   folder.
+  func choice(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Choice {
+    func nonEmpty(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+    if folder.container != nil && postgres != nil {
+      throw CLIError(
+        "Give either --container (a folder) or --postgres (a database), not both.", status: ExitStatus.usage)
+    }
+    let url = folder.container == nil ? postgres ?? nonEmpty(Self.postgresVariable) : nil
+    guard let url else {
+      if namespace != nil {
+        throw CLIError(
+          "--namespace names a namespace in a PostgreSQL database: give --postgres URL (or set "
+            + "$\(Self.postgresVariable)) with it, or leave it out for a folder.",
+          status: ExitStatus.usage)
+      }
+      return .folder
+    }
+    return .postgres(url: url, namespace: namespace ?? nonEmpty(Self.namespaceVariable) ?? Self.defaultNamespace)
+  }
+
+  /// Opens the place and runs `body` with it; the place lasts until `body` returns.
+  ///
+  /// - Parameter creating: whether the command writes: a folder is then created if missing
+  ///   (see ``ContainerOptions/open()``); a command that only reads fails when there is none.
+  func withPlace<Result>(creating: Bool, _ body: (any CommandPlace) async throws -> Result) async throws -> Result {
+    switch try choice() {
+    case .folder:
+      return try await body(creating ? folder.open() : folder.openExisting())
+    case .postgres(let url, let namespace):
+      #if Postgres
+        let place: PostgresContainer
+        do {
+          place = try await PostgresContainer(url: url, namespace: namespace)
+        } catch let error as LiaisonError where error.code == .invalidName {
+          throw CLIError(
+            "The namespace '\(namespace)' is not a valid name: \(error.message) (--namespace or "
+              + "$\(Self.namespaceVariable)).",
+            status: ExitStatus.usage)
+        }
+        return try await body(place)
+      #else
+        _ = (url, namespace)
+        throw CLIError(
+          "This liaison was built without PostgreSQL, so --postgres and $\(Self.postgresVariable) are not "
+            + "available: build it with `swift build --traits Postgres`, or give a folder (--container).",
+          status: ExitStatus.usage)
+      #endif
+    }
+  }
+}
+
+/// A place as the `liaison` commands use it: the coordination protocols, plus the few things
+/// each backend does its own way. The commands are written once against it.
+protocol CommandPlace: CoordinationPlace {
+  /// Runs `command` while `held` holds its lock, and returns the status to exit with.
+  func run(_ command: [String], holding held: LockType.Guard, grace: Duration) async throws -> Int32
+  /// Runs `command` while `claim` holds its presence, and returns the status to exit with.
+  func run(_ command: [String], claiming claim: PresenceType.Claim, grace: Duration) async throws -> Int32
+  /// Posts the signal `name`, setting its state first when `state` is given.
+  func post(signal name: String, state: UInt64?) async throws
+  /// Sets the state of the signal `name` without notifying anybody.
+  func setState(ofSignal name: String, to state: UInt64) async throws
+  /// The state of the signal `name`, or `nil` when it has never been posted or set.
+  func recordedState(ofSignal name: String) async throws -> UInt64?
+  /// Every presence of the place.
+  func presences() async throws -> [PresenceType]
+}
+
+extension SharedContainer: CommandPlace {
+  /// Runs the command in liaison's place, holding the lock's descriptor (see ``execute(_:)``):
+  /// a folder lock cannot be lost while its process lives, and the command holds it itself.
+  func run(_ command: [String], holding held: LockGuard, grace: Duration) async throws -> Int32 {
+    try held.passToExecutedProgram()
+    return execute(command)
+  }
+
+  /// Runs the command in liaison's place, holding the claim's descriptor.
+  func run(_ command: [String], claiming claim: PresenceClaim, grace: Duration) async throws -> Int32 {
+    try claim.passToExecutedProgram()
+    return execute(command)
+  }
+
+  func post(signal name: String, state: UInt64?) async throws {
+    let signal = try self.signal(name)
+    if let state { try signal.post(state: state) } else { try signal.post() }
+  }
+
+  func setState(ofSignal name: String, to state: UInt64) async throws {
+    try signal(name).setState(state)
+  }
+
+  func recordedState(ofSignal name: String) async throws -> UInt64? {
+    guard try signalNames().contains(try LiaisonName(name)) else { return nil }
+    return try signal(name).state
+  }
+}
+
+#if Postgres
+  extension PostgresContainer: CommandPlace {
+    /// Runs the command as a child of liaison, which holds the lock through its connection and
+    /// stops the command when the lock is lost (see ``superviseCommand(_:holding:grace:waitForLoss:)``).
+    func run(_ command: [String], holding held: PostgresLockGuard, grace: Duration) async throws -> Int32 {
+      // Not unlocked here: liaison exits next, and its connection closing releases the lock.
+      await superviseCommand(
+        command, holding: "the lock '\(held.lock.name)'", grace: grace, waitForLoss: { await held.waitForLoss() })
+    }
+
+    /// Runs the command as a child of liaison, which holds the claim through its connection.
+    func run(_ command: [String], claiming claim: PostgresPresenceClaim, grace: Duration) async throws -> Int32 {
+      // Not released here: liaison exits next, and its connection closing releases the claim.
+      await superviseCommand(
+        command, holding: "the presence '\(claim.presence.name)'", grace: grace,
+        waitForLoss: { await claim.waitForLoss() })
+    }
+
+    func post(signal name: String, state: UInt64?) async throws {
+      let signal = try self.signal(name)
+      if let state { try await signal.post(state: state) } else { try await signal.post() }
+    }
+
+    func setState(ofSignal name: String, to state: UInt64) async throws {
+      try await signal(name).setState(state)
+    }
+
+    func recordedState(ofSignal name: String) async throws -> UInt64? {
+      try await signal(name).recordedState()
+    }
+  }
+#endif

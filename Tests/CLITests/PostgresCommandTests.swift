@@ -1,0 +1,317 @@
+import Foundation
+import LiaisonTestSupport
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+#if Postgres
+  /// `liaison lock`, `presence`, `post`, `wait`, `observe` and `state` on PostgreSQL (`--postgres
+  /// URL` or `$LIAISON_POSTGRES_URL`), across real `liaison` processes and a real server that the
+  /// tests stop and whose sessions they terminate.
+  @Suite("The liaison command on PostgreSQL")
+  struct PostgresCommandTests {
+    /// The folder for the commands' marker files, and `$LIAISON_CONTAINER` (which `--postgres`
+    /// must win over).
+    let directory = TemporaryDirectory()
+    /// A namespace of this test's own on the shared server.
+    let namespace = "cli-\(UInt32.random(in: 0...UInt32.max))"
+
+    /// The environment of every `liaison` the tests start: the folder, and none of the caller's
+    /// PostgreSQL variables unless `extra` sets them.
+    func environment(_ extra: [String: String]) -> [String: String] {
+      ["LIAISON_CONTAINER": directory.path, "LIAISON_POSTGRES_URL": "", "LIAISON_NAMESPACE": ""].merging(extra) {
+        $1
+      }
+    }
+
+    /// Starts `liaison ARGS`, its standard error piped.
+    func start(_ arguments: [String], environment extra: [String: String] = [:]) throws -> ChildProcess {
+      try ChildProcess(liaisonPath, arguments, environment: environment(extra), errors: .pipe)
+    }
+
+    /// Runs `liaison ARGS` to its end: the status a shell reports, standard output and error.
+    func liaison(_ arguments: [String], environment extra: [String: String] = [:]) throws -> (
+      status: Int32, output: String, errors: String
+    ) {
+      let (output, errors, termination) = try start(arguments, environment: extra).finish()
+      return (termination.shellStatus, output, errors)
+    }
+
+    /// `--postgres URL --namespace NAME` for `server`.
+    func place(_ server: PostgresTestServer) -> [String] {
+      ["--postgres", server.url, "--namespace", namespace]
+    }
+
+    func contents(_ file: String) -> String {
+      (try? String(contentsOfFile: directory.path + "/" + file, encoding: .utf8)) ?? ""
+    }
+
+    // MARK: - lock
+
+    /// Three `liaison lock` started at once run their commands one at a time, each with a fencing
+    /// token larger than the one before.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func threeLocksStartedAtOnceRunOneAtATimeWithGrowingTokens() throws {
+      let server = try PostgresTestServer.shared.get()
+      let log = directory.path + "/log"
+      // The pause is the work done under the lock: the window an overlap would show in.
+      let script = "echo start $LIAISON_FENCING_TOKEN >> \(log); sleep 0.3; echo end $LIAISON_FENCING_TOKEN >> \(log)"
+      let jobs = try (0..<3).map { _ in try start(["lock"] + place(server) + ["job", "--", "sh", "-c", script]) }
+      for job in jobs {
+        let (_, errors, termination) = job.finish()
+        #expect(termination == .exited(0), "\(errors)")
+      }
+      let lines = contents("log").split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+      try #require(lines.count == 6, "\(lines)")
+      var tokens: [UInt64] = []
+      for pair in stride(from: 0, to: 6, by: 2) {
+        #expect(lines[pair].first == "start" && lines[pair + 1].first == "end", "overlap: \(lines)")
+        #expect(lines[pair].last == lines[pair + 1].last, "\(lines)")
+        tokens.append(try #require(UInt64(lines[pair].last ?? "")))
+      }
+      #expect(tokens == tokens.sorted() && Set(tokens).count == 3, "tokens \(tokens)")
+    }
+
+    /// The command's own status is liaison's; a command not found is 127; a command killed by a
+    /// signal is reported as the shell would.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func lockPassesTheCommandsStatus() throws {
+      let server = try PostgresTestServer.shared.get()
+      let lock = ["lock"] + place(server) + ["job", "--"]
+      #expect(try liaison(lock + ["sh", "-c", "exit 3"]).status == 3)
+      #expect(try liaison(lock + ["sh", "-c", "echo ran"]).output == "ran\n")
+      let missing = try liaison(lock + ["no-such-command-anywhere"])
+      #expect(missing.status == 127)
+      #expect(missing.errors.hasPrefix("liaison: cannot run 'no-such-command-anywhere': no such command"))
+      #expect(try liaison(lock + ["sh", "-c", "kill -9 $$"]).status == 128 + 9)
+      #expect(try liaison(lock + ["sh", "-c", "kill -TERM $$"]).status == 128 + SIGTERM)
+      // The lock was released each time: a lock with no wait is had at once.
+      #expect(try liaison(["lock"] + place(server) + ["job", "--timeout", "0", "--", "true"]).status == 0)
+    }
+
+    /// A TERM sent to liaison reaches the command, and liaison exits with the command's status.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func aTermSentToLiaisonReachesTheCommand() throws {
+      let server = try PostgresTestServer.shared.get()
+      let job = try start(
+        ["lock"] + place(server) + ["job", "--", "sh", "-c", "trap 'exit 3' TERM; echo ready; read l"])
+      #expect(try job.readLine() == "ready")
+      job.kill(SIGTERM)
+      #expect(job.wait() == .exited(3))
+    }
+
+    /// The server stops while a command holds the lock: the command gets SIGTERM, and liaison
+    /// exits with the lock-lost status after one line on standard error. The lock is free for the
+    /// next holder once the server is back.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func aServerRestartStopsTheCommandAndExits69() throws {
+      let server = try PostgresTestServer.start()
+      let marker = directory.path + "/terminated"
+      let job = try start(
+        ["lock"] + place(server) + [
+          "nightly-report", "--", "sh", "-c",
+          "trap 'echo TERM > \(marker); kill $s; exit 0' TERM; echo ready; sleep 1000 & s=$!; wait $s",
+        ])
+      #expect(try job.readLine() == "ready")
+      try server.stop()
+      let (_, errors, termination) = job.finish()
+      #expect(termination == .exited(69))
+      #expect(contents("terminated") == "TERM\n")
+      let lines = errors.split(separator: "\n")
+      #expect(lines.count == 1, "\(errors)")
+      #expect(errors.hasPrefix("liaison: lost the lock 'nightly-report'"), "\(errors)")
+      try server.startAgain()
+      let next = try liaison(["lock"] + place(server) + ["nightly-report", "--timeout", "0", "--", "true"])
+      #expect(next.status == 0, "\(next.errors)")
+    }
+
+    /// A command that ignores TERM is KILLed once the grace period has passed, not before.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func aCommandThatIgnoresTermIsKilledAfterTheGracePeriod() throws {
+      let server = try PostgresTestServer.start()
+      let job = try start(
+        ["lock"] + place(server) + ["--grace", "1", "job", "--", "sh", "-c", "trap '' TERM; echo $$; exec sleep 1000"])
+      let commandPID = try #require(pid_t(try job.readLine()))
+      // Ends every session but psql's own: the lock's among them.
+      let lost = monotonicNanoseconds()
+      try server.psql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+          + "AND pid <> pg_backend_pid()")
+      let (_, errors, termination) = job.finish()
+      let elapsed = Double(monotonicNanoseconds() - lost) / 1e9
+      #expect(termination == .exited(69), "\(errors)")
+      #expect(errors.contains("SIGKILL follows in 1 s"), "\(errors)")
+      #expect(!ProcessTable.isRunning(commandPID))
+      #expect(elapsed >= 1 && elapsed < 30, "the command was killed \(elapsed) s after the loss; the grace is 1 s")
+    }
+
+    /// A `liaison` killed with SIGKILL cannot stop its command, but its connection closes with it
+    /// (the command inherits none of liaison's descriptors), so the lock is released and the next
+    /// holder gets it while the command runs on.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func aKilledLiaisonReleasesTheLockWhileItsCommandRunsOn() throws {
+      let server = try PostgresTestServer.shared.get()
+      let job = try start(["lock"] + place(server) + ["job", "--", "sh", "-c", "echo $$; exec sleep 1000"])
+      let commandPID = try #require(pid_t(try job.readLine()))
+      defer { kill(commandPID, SIGKILL) }
+      job.kill(SIGKILL)
+      #expect(job.wait() == .killed(by: SIGKILL))
+      #expect(ProcessTable.isRunning(commandPID))
+      let next = try liaison(["lock"] + place(server) + ["job", "--timeout", "30", "--", "true"])
+      #expect(next.status == 0, "\(next.errors)")
+    }
+
+    // MARK: - Choosing the place
+
+    /// `$LIAISON_POSTGRES_URL` and `$LIAISON_NAMESPACE` choose the database; `--postgres`,
+    /// `--namespace` and `--container` on the command line win over them.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func theEnvironmentChoosesTheDatabaseAndTheCommandLineWins() throws {
+      let server = try PostgresTestServer.shared.get()
+      let byEnvironment = ["LIAISON_POSTGRES_URL": server.url, "LIAISON_NAMESPACE": namespace]
+      #expect(try liaison(["post", "s", "--state", "5"], environment: byEnvironment).status == 0)
+      #expect(try liaison(["state", "s"] + place(server)).output == "5\n")
+      let rows = try server.psql("SELECT state FROM liaison.signal WHERE namespace = '\(namespace)' AND name = 's'")
+      #expect(rows == "5")
+
+      // --postgres over a variable that names no server.
+      let unreachable = ["LIAISON_POSTGRES_URL": "postgres://nobody@127.0.0.1:1/none", "LIAISON_NAMESPACE": namespace]
+      #expect(try liaison(["state", "s", "--postgres", server.url], environment: unreachable).output == "5\n")
+      // --namespace over $LIAISON_NAMESPACE: nothing was posted in the other namespace.
+      let other = try liaison(["state", "s", "--namespace", namespace + "-other"], environment: byEnvironment)
+      #expect(other.status == 1, "\(other)")
+      // --container over $LIAISON_POSTGRES_URL: the folder, not the database.
+      #expect(
+        try liaison(["post", "s", "--state", "7", "--container", directory.path], environment: unreachable).status == 0)
+      #expect(try liaison(["state", "s", "--container", directory.path], environment: unreachable).output == "7\n")
+      #expect(try liaison(["state", "s"] + place(server)).output == "5\n")
+      // The default namespace.
+      #expect(try liaison(["post", "s", "--state", "8", "--postgres", server.url]).status == 0)
+      let defaultRow = try server.psql("SELECT state FROM liaison.signal WHERE namespace = 'default' AND name = 's'")
+      #expect(defaultRow == "8")
+    }
+
+    /// A URL that cannot be read, a namespace that breaks the naming rule, and both a folder and a
+    /// database: the usage status and one line that says what to write.
+    @Test func badPlaceOptionsAreUsageErrors() throws {
+      let notURL = try liaison(["post", "s", "--postgres", "db.internal/app"])
+      #expect(notURL.status == 64)
+      #expect(notURL.errors.hasPrefix("liaison: The PostgreSQL URL is not usable"), "\(notURL.errors)")
+      #expect(notURL.errors.contains("postgres://USER"))
+      #expect(notURL.errors.split(separator: "\n").count == 1)
+      let badNamespace = try liaison(["post", "s", "--postgres", "postgres://a@127.0.0.1:1/b", "--namespace", "a b"])
+      #expect(badNamespace.status == 64, "\(badNamespace.errors)")
+      #expect(badNamespace.errors.contains("--namespace"))
+      let both = try liaison(["post", "s", "--postgres", "postgres://a@h/b", "--container", directory.path])
+      #expect(both.status == 64)
+      #expect(both.errors.contains("not both"))
+      let namespaceAlone = try liaison(["post", "s", "--namespace", "x"])
+      #expect(namespaceAlone.status == 64)
+      // A command that works on a folder only refuses to ignore $LIAISON_POSTGRES_URL.
+      let folderOnly = try liaison(
+        ["defaults", "read", "app"], environment: ["LIAISON_POSTGRES_URL": "postgres://a@h/b"])
+      #expect(folderOnly.status == 64)
+      #expect(folderOnly.errors.contains("works on a folder only"), "\(folderOnly.errors)")
+    }
+
+    /// No server where the URL points: status 70, one line.
+    @Test func anUnreachableServerIsOneLineAndStatus70() throws {
+      let result = try liaison(["post", "s", "--postgres", "postgres://liaison@127.0.0.1:1/liaison"])
+      #expect(result.status == 70)
+      #expect(result.errors.hasPrefix("liaison: "), "\(result.errors)")
+      #expect(result.errors.split(separator: "\n").count == 1, "\(result.errors)")
+    }
+
+    // MARK: - Presences and signals
+
+    /// A claim held by one liaison's command is seen by another process, refused to a third, and
+    /// gone when the command ends.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func presenceClaimIsSeenByOtherProcesses() throws {
+      let server = try PostgresTestServer.shared.get()
+      let holder = try start(
+        ["presence", "claim"] + place(server) + [
+          "recording", "--info", "episode 7", "--", "sh", "-c", "echo ready; read l; exit 0",
+        ]
+      )
+      #expect(try holder.readLine() == "ready")
+      let active = try liaison(["presence", "check", "recording"] + place(server))
+      #expect(active.status == 0, "\(active.errors)")
+      #expect(active.output.hasPrefix("active: pid \(holder.pid) (claim)"), "\(active.output)")
+      #expect(active.output.contains("episode 7"))
+      let listed = try liaison(["presence", "list"] + place(server))
+      #expect(listed.output.hasPrefix("recording\tactive: pid \(holder.pid) (claim)"), "\(listed)")
+      let second = try liaison(["presence", "claim"] + place(server) + ["recording", "--", "true"])
+      #expect(second.status == 75, "\(second.errors)")
+      holder.closeInput()
+      #expect(holder.wait() == .exited(0))
+      let inactive = try liaison(["presence", "check", "recording"] + place(server))
+      #expect(inactive.status == 1 && inactive.output == "inactive\n")
+    }
+
+    /// `wait` prints the state of the post another process makes, `state` reads and sets it, and
+    /// a signal never posted has no state.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func waitHearsAPostFromAnotherProcessAndStateReadsIt() throws {
+      let server = try PostgresTestServer.shared.get()
+      let waiter = try start(["wait", "ready"] + place(server))
+      // The waiter hears the first post made after it listens: post until it has.
+      try waitUntil("the waiter hears a post") {
+        let posted = try liaison(["post", "ready", "--state", "42"] + place(server))
+        #expect(posted.status == 0, "\(posted.errors)")
+        return waiter.hasExited
+      }
+      let (output, errors, termination) = waiter.finish()
+      #expect(termination == .exited(0), "\(errors)")
+      #expect(output == "42\n")
+      #expect(try liaison(["state", "ready"] + place(server)).output == "42\n")
+      #expect(try liaison(["state", "ready", "--set", "43"] + place(server)).status == 0)
+      #expect(try liaison(["state", "ready"] + place(server)).output == "43\n")
+      let never = try liaison(["state", "never-posted"] + place(server))
+      #expect(never.status == 1 && never.output.isEmpty)
+      let timedOut = try liaison(["wait", "quiet", "--timeout", "0.2"] + place(server))
+      #expect(timedOut.status == 75)
+    }
+
+    /// `observe` prints a line for each post another process makes, for each signal it names.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func observePrintsThePostsOfAnotherProcess() throws {
+      let server = try PostgresTestServer.shared.get()
+      let observer = try start(["observe", "first", "second"] + place(server))
+      var line: String?
+      try waitUntil("the observer prints a post") {
+        let posted = try liaison(["post", "first", "--state", "1"] + place(server))
+        #expect(posted.status == 0, "\(posted.errors)")
+        line = try? observer.readLine(timeout: 0.5)
+        return line != nil
+      }
+      #expect(line?.hasPrefix("first 1 ") == true, "\(line ?? "")")
+      // Both signals were observed before the first line: the next post is heard at once.
+      #expect(try liaison(["post", "second", "--state", "2"] + place(server)).status == 0)
+      #expect(try observer.readLine() == "second 2 1")
+      observer.kill(SIGTERM)
+      observer.wait()
+    }
+  }
+#else
+  /// Without the package trait `Postgres`, `--postgres` and `$LIAISON_POSTGRES_URL` say how to
+  /// build with it.
+  @Suite("The liaison command built without PostgreSQL")
+  struct WithoutPostgresTests {
+    @Test func postgresNeedsTheTrait() throws {
+      for (arguments, environment) in [
+        (["post", "s", "--postgres", "postgres://a@h/b"], [:]),
+        (["post", "s"], ["LIAISON_POSTGRES_URL": "postgres://a@h/b"]),
+      ] {
+        let child = try ChildProcess(liaisonPath, arguments, environment: environment, errors: .pipe)
+        let (_, errors, termination) = child.finish()
+        #expect(termination == .exited(64))
+        #expect(errors.contains("swift build --traits Postgres"), "\(errors)")
+      }
+    }
+  }
+#endif
