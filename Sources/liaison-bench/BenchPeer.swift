@@ -42,6 +42,21 @@ final class BenchPeer {
     return ending == .exited(0) ? nil : describe(ending)
   }
 
+  /// ``stop()``, but a peer that has not ended `seconds` after its input closed is killed with
+  /// SIGKILL, and that is reported.
+  func stop(within seconds: Double) -> String? {
+    child.closeInput()
+    let deadline = now() + UInt64(seconds * 1e9)
+    while !child.hasExited && now() < deadline { usleep(10_000) }
+    if !child.hasExited {
+      child.kill(SIGKILL)
+      child.wait()
+      return "the \(role) peer did not end within \(seconds) s of being asked to stop (killed)"
+    }
+    let ending = child.wait()
+    return ending == .exited(0) ? nil : describe(ending)
+  }
+
   /// Sends SIGKILL and waits for the death.
   ///
   /// - Returns: when the signal was sent; or, when the peer had already ended by itself (an

@@ -146,6 +146,15 @@ enum Chaos {
     }
 
     func stop() -> String? { peer.stop().map { "worker \(index) (\(log)): \($0)" } }
+
+    /// Stops the worker, killing it if it has not ended within `seconds`; says how it ended, with
+    /// the last line of its log, unless it ended cleanly.
+    func stop(within seconds: Double) -> String? {
+      peer.stop(within: seconds).map { ending in
+        let last = (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").last ?? ""
+        return "worker \(index) (\(log)): \(ending); its log ends with '\(last)'"
+      }
+    }
   }
 
   /// What a worker sends.

@@ -110,14 +110,14 @@ import Foundation
           workers[victim] = try start(victim, workers[victim].incarnation + 1, seed: random.next())
         }
       }
-      for worker in workers.dropFirst() { selfEnded += [worker.stop()].compactMap { $0 } }
+      for worker in workers.dropFirst() { selfEnded += [worker.stop(within: 30)].compactMap { $0 } }
       let drainDeadline = now() + 60_000_000_000
       while try count("SELECT count(*) FROM liaison.mailbox_message WHERE namespace = 'chaos'", server) > 0,
         now() < drainDeadline
       {
         usleep(20_000)
       }
-      selfEnded += [workers[0].stop()].compactMap { $0 }
+      selfEnded += [workers[0].stop(within: 30)].compactMap { $0 }
 
       var report = Chaos.Report()
       for ending in selfEnded { report.violation(ending) }
@@ -186,8 +186,10 @@ import Foundation
       guard let mine = try? DefaultsKey<Int>(validating: "count-w\(index)") else { return }
       var sequence = 0
       while !stopping.withLock({ $0 }) {
+        let operation = random.next() % 4
+        note("> \(operation)")  // which operation a worker that never stops is stuck in
         do {
-          switch random.next() % 4 {
+          switch operation {
           case 0:
             try await hold(container, worker: sender, pause: random.next() % 2_000, note: note)
           case 2:
