@@ -18,11 +18,14 @@ fallback):
                               worker answers at the start of the job function, and the next job is
                               sent only after that answer and a short pause (--pause-ms), so the
                               worker is idle and waiting each time. Warmed up first.
-    peer.LIBRARY.throughput   --jobs jobs enqueued in batches of --batch through the library's batch
+    peer.LIBRARY.throughput   jobs enqueued in batches of --batch through the library's batch
                               API (Procrastinate Task.batch_defer_async, PgQueuer Queries.enqueue
                               with lists), consumed by one worker with the settings below: jobs per
                               second from before the first enqueue to the start of the last job's
-                              function (received, as the worker sees it; unacknowledged).
+                              function (received, as the worker sees it; unacknowledged). After
+                              two warm-up groups (one batch, then sized), each group has as many
+                              jobs as the group before got through in --seconds (at most
+                              --jobs), so a slow library still ends in seconds.
     peer.LIBRARY.throughput-acked  the same jobs, to the moment the database shows every one of
                               them finished (Procrastinate: no job left 'todo' or 'doing'; PgQueuer:
                               the queue table empty, its jobs moved to its log), polled every
@@ -115,7 +118,7 @@ class Procrastinate:
     def settings(self, throughput, concurrency, batch):
         return (f"worker concurrency={concurrency if throughput else 1}, listen_notify=True, "
                 "fetch_job_polling_interval=5 s (default, the fallback when no NOTIFY comes), "
-                "delete_jobs=never (default)")
+                "delete_jobs=never (default), PsycopgConnector pool of 1-10 connections")
 
     async def work(self, received, throughput, concurrency, batch):
         self.received = received
@@ -346,9 +349,10 @@ async def throughput(library, arguments):
     try:
         if worker.line("it to start") != "ready":
             raise PeerError("the worker did not start")
-        received, acked = [], []
-        # A warm-up group of one batch, then the measured groups.
-        for group, jobs in enumerate([arguments.batch] + [arguments.jobs] * arguments.throughput_samples):
+        received, acked, sizes = [], [], []
+        jobs = arguments.batch  # the first warm-up group: one batch
+        warmups = 2
+        for group in range(warmups + arguments.throughput_samples):
             start = time.monotonic_ns()
             for first in range(0, jobs, arguments.batch):
                 payloads = [{"g": group, "n": jobs, "t": 0}] * min(arguments.batch, jobs - first)
@@ -359,10 +363,15 @@ async def throughput(library, arguments):
             done = int(line.split()[2])
             await wait_until_finished(library, watcher, arguments.timeout)
             finished = time.monotonic_ns()
-            if group > 0:
-                received.append(jobs / ((done - start) / 1e9))
+            rate = jobs / ((done - start) / 1e9)
+            if group >= warmups:
+                received.append(rate)
                 acked.append(jobs / ((finished - start) / 1e9))
-        return received, acked
+                sizes.append(jobs)
+            # The next group: as many whole batches as this one's rate gets through in --seconds,
+            # at most --jobs.
+            jobs = max(1, min(arguments.jobs, int(rate * arguments.seconds)) // arguments.batch) * arguments.batch
+        return received, acked, sizes
     finally:
         await watcher.close()
         worker.stop()
@@ -395,9 +404,10 @@ async def produce(arguments):
                    library.settings(False, arguments.concurrency, arguments.batch)
                    + f"; {arguments.warmup} warm-up jobs, a pause of {arguments.pause_ms:g} ms after each answer")
         if "throughput" in arguments.figures:
-            received, acked = await throughput(library, arguments)
+            received, acked, sizes = await throughput(library, arguments)
             settings = (library.settings(True, arguments.concurrency, arguments.batch)
-                        + f"; {arguments.jobs} jobs enqueued in batches of {arguments.batch}")
+                        + f"; {min(sizes)}-{max(sizes)} jobs a sample (about {arguments.seconds:g} s at the rate "
+                        f"of the sample before, at most {arguments.jobs}) enqueued in batches of {arguments.batch}")
             figure("throughput", "jobs/s", received, settings + "; until the last job's function started")
             figure("throughput-acked", "jobs/s", acked, settings + "; until the database shows every job finished")
         return figures
@@ -419,7 +429,9 @@ def main():
     parser.add_argument("--latency-samples", type=int, default=500, help="measured jobs (default 500)")
     parser.add_argument("--warmup", type=int, default=50, help="warm-up jobs before them (default 50)")
     parser.add_argument("--pause-ms", type=float, default=2, help="pause after each answer (default 2 ms)")
-    parser.add_argument("--jobs", type=int, default=10000, help="jobs per throughput sample (default 10000)")
+    parser.add_argument("--jobs", type=int, default=20000, help="most jobs per throughput sample (default 20000)")
+    parser.add_argument("--seconds", type=float, default=5,
+                        help="a throughput sample's length at the warm-up's rate, which sizes it (default 5 s)")
     parser.add_argument("--throughput-samples", type=int, default=3, help="throughput samples (default 3)")
     parser.add_argument("--batch", type=int, default=100,
                         help="enqueue batch, and PgQueuer's dequeue batch_size (default 100)")
@@ -440,6 +452,9 @@ def main():
             print(json.dumps(figure), flush=True)
     except PeerError as error:
         print(f"{arguments.library} peer: {error}", file=sys.stderr)
+        sys.exit(1)
+    except ImportError as error:
+        print(f"{arguments.library} peer: {error} in {sys.prefix}; run Benchmarks/postgres/make-venv.sh", file=sys.stderr)
         sys.exit(1)
     except Exception as error:
         print(f"{arguments.library} peer: {type(error).__name__}: {error}", file=sys.stderr)
