@@ -147,14 +147,17 @@ import Foundation
     /// Each figure's median across the runs, with its range, and the same for each ratio.
     private static func printSummary(_ runs: [[ScenarioResult]]) {
       func range(_ values: [Double], _ format: (Double) -> String) -> String {
-        guard !values.isEmpty else { return "(missing in a run)".padding(toLength: 34, withPad: " ", startingAt: 0) }
+        guard !values.isEmpty else { return "(missing in a run)".padding(toLength: 36, withPad: " ", startingAt: 0) }
         let sorted = values.sorted()
         let text =
           "\(format(sorted[sorted.count / 2]).leftPad(10)) [\(format(sorted.first!)) – \(format(sorted.last!))]"
-        return text.padding(toLength: 34, withPad: " ", startingAt: 0)
+        return text.padding(toLength: 36, withPad: " ", startingAt: 0)
       }
       func ratio(_ value: Double) -> String { String(format: "%.3g×", value) }
       print("── across \(runs.count) runs: the median of the runs' medians [lowest – highest] ──\n")
+      let width = max(
+        32,
+        runs[0].flatMap { ["  " + $0.measurement.name] + $0.baselines.map { "  " + $0.name } }.map(\.count).max() ?? 0)
       for result in runs[0] {
         let name = result.measurement.name
         let matching = runs.compactMap { $0.first { $0.measurement.name == name } }
@@ -162,14 +165,14 @@ import Foundation
           result.unit == "ns" ? nanoseconds(value) : String(format: "%.0f %@", value, result.unit)
         }
         print(
-          name.padding(toLength: 32, withPad: " ", startingAt: 0)
+          name.padding(toLength: width, withPad: " ", startingAt: 0)
             + range(matching.map(\.measurement.median), figure))
         for baseline in result.baselines {
           let pairs = matching.compactMap { run in
             run.baselines.first { $0.name == baseline.name }.map { (run.measurement.median, $0.median) }
           }
           print(
-            ("  " + baseline.name).padding(toLength: 32, withPad: " ", startingAt: 0)
+            ("  " + baseline.name).padding(toLength: width, withPad: " ", startingAt: 0)
               + range(pairs.map(\.1), figure) + " ratio " + range(pairs.map { $0.0 / $0.1 }, ratio))
         }
         print("")
