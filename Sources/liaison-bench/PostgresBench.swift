@@ -151,7 +151,7 @@ import Foundation
         let sorted = values.sorted()
         let text =
           "\(format(sorted[sorted.count / 2]).leftPad(10)) [\(format(sorted.first!)) – \(format(sorted.last!))]"
-        return text.padding(toLength: 36, withPad: " ", startingAt: 0)
+        return text.padding(toLength: max(36, text.count + 1), withPad: " ", startingAt: 0)
       }
       func ratio(_ value: Double) -> String { String(format: "%.3g×", value) }
       print("── across \(runs.count) runs: the median of the runs' medians [lowest – highest] ──\n")
