@@ -8,7 +8,8 @@ Python user would pick instead of a Liaison mailbox.
 Each run works in a schema of its own, liaison_bench_LIBRARY_PID (the connections' search_path),
 where the library's own installer makes its tables (Procrastinate's SchemaManager.apply_schema,
 the `procrastinate schema --apply` of its CLI; PgQueuer's Queries.install, the `pgq install` of its
-CLI); the schema is dropped at the end. Two figures, each from a worker in another process (this
+CLI); the schema is dropped at the end, and the server checkpointed before and after (where the
+role may) so that no peer's writes slow the commits measured after it. Two figures, each from a worker in another process (this
 script with --worker), woken the way each library recommends (LISTEN/NOTIFY, its polling only a
 fallback):
 
@@ -16,8 +17,10 @@ fallback):
                               nanoseconds: each job carries the time it was sent on the monotonic
                               clock (CLOCK_MONOTONIC, shared by the processes of one host), the
                               worker answers at the start of the job function, and the next job is
-                              sent only after that answer and a short pause (--pause-ms), so the
-                              worker is idle and waiting each time. Warmed up first.
+                              sent only after that answer and a short pause (--pause-ms): the
+                              worker waits for it, though it may still be acknowledging the one
+                              before (Procrastinate's finish commit can outlast a 2 ms pause).
+                              Warmed up first.
     peer.LIBRARY.throughput   jobs enqueued in batches of --batch through the library's batch
                               API (Procrastinate Task.batch_defer_async, PgQueuer Queries.enqueue
                               with lists), consumed by one worker with the settings below: jobs per
