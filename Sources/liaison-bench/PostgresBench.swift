@@ -155,9 +155,9 @@ import Foundation
       }
       func ratio(_ value: Double) -> String { String(format: "%.3g×", value) }
       print("── across \(runs.count) runs: the median of the runs' medians [lowest – highest] ──\n")
-      let width = max(
-        32,
-        runs[0].flatMap { ["  " + $0.measurement.name] + $0.baselines.map { "  " + $0.name } }.map(\.count).max() ?? 0)
+      let names: [String] = runs[0].flatMap { [$0.measurement.name] + $0.baselines.map { "  " + $0.name } }
+      let longest: Int = names.map(\.count).max() ?? 0
+      let width = max(32, longest + 1)
       for result in runs[0] {
         let name = result.measurement.name
         let matching = runs.compactMap { $0.first { $0.measurement.name == name } }
