@@ -79,12 +79,14 @@ func printText(_ result: ScenarioResult) {
     return String(format: "%.0f ns", value)
   }
   let m = result.measurement
+  // 30 columns, or as many as the longest name needs.
+  let width = max(30, ([m.name] + result.baselines.map { "  " + $0.name }).map(\.count).max()! + 1)
   print(
-    m.name.padding(toLength: 30, withPad: " ", startingAt: 0)
+    m.name.padding(toLength: width, withPad: " ", startingAt: 0)
       + "median \(figure(m.median).leftPad(10))   p99 \(figure(m.p99).leftPad(10))   (\(m.samples) samples)")
   for baseline in result.baselines {
     print(
-      ("  " + baseline.name).padding(toLength: 30, withPad: " ", startingAt: 0)
+      ("  " + baseline.name).padding(toLength: width, withPad: " ", startingAt: 0)
         + "median \(figure(baseline.median).leftPad(10))   p99 \(figure(baseline.p99).leftPad(10))   "
         + String(format: "scenario/baseline %.3g×", m.median / baseline.median))
   }

@@ -49,7 +49,9 @@ import Foundation
       try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
       var keepLogs = false
       defer {
-        if keepLogs { print("chaos: the workers' logs are kept in \(work)") } else {
+        if keepLogs {
+          print("chaos: the workers' logs are kept in \(work)")
+        } else {
           try? FileManager.default.removeItem(atPath: work)
         }
       }

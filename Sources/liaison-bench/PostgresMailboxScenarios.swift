@@ -21,9 +21,9 @@ import Foundation
     /// the receiver acknowledges, and the next send waits for that. Against `pg.raw.mailbox-sql`,
     /// the same statements on bare connections: the send function, then in the listening peer a
     /// `LISTEN` wake-up and the receiver's `SELECT`.
-    static func latency(_ container: PostgresContainer, _ raw: PostgresConnection, url: String, namespace: String)
-      throws -> ScenarioResult
-    {
+    static func latency(
+      _ container: PostgresContainer, _ raw: PostgresConnection, url: String, namespace: String, peers: [Measurement]
+    ) throws -> ScenarioResult {
       let mailbox = try container.mailbox("bench-latency", sender: "bench")
       let receiver = try BenchPeer("pg-mailbox-receiver", [url, namespace, "bench-latency", "latency"])
       let rawReceiver = try BenchPeer("pg-raw-mailbox-receiver", [url, namespace])
@@ -48,9 +48,9 @@ import Foundation
       }
       return ScenarioResult(
         measurement: Measurement("pg.mailbox.latency", samples[0]), unit: "ns",
-        baselines: [Measurement("pg.raw.mailbox-sql", samples[1])],
+        baselines: [Measurement("pg.raw.mailbox-sql", samples[1])] + peers,
         target: "send: 1 round trip and a commit, which notifies; the receiver wakes on its LISTEN connection and "
-          + "reads (1 round trip); expect ≈ pg.raw.mailbox-sql")
+          + "reads (1 round trip); expect ≈ pg.raw.mailbox-sql; ≤ 0.5× each job queue (peer.…)")
     }
 
     /// `pg.mailbox.throughput`: messages per second from this process to a receiver in another,
@@ -58,9 +58,9 @@ import Foundation
     /// from the first send to the receiver's acknowledgement of the last. Against
     /// `pg.raw.mailbox-batches`: the same statements, batch by batch, on two bare connections in
     /// this process (send, read, remove: no second process, no wake-ups).
-    static func throughput(_ container: PostgresContainer, _ raw: PostgresConnection, url: String, namespace: String)
-      throws -> ScenarioResult
-    {
+    static func throughput(
+      _ container: PostgresContainer, _ raw: PostgresConnection, url: String, namespace: String, peers: [Measurement]
+    ) throws -> ScenarioResult {
       let mailbox = try container.mailbox("bench-throughput", sender: "bench")
       let receiver = try BenchPeer(
         "pg-mailbox-receiver", [url, namespace, "bench-throughput", "throughput", String(messagesPerSample)])
@@ -94,9 +94,10 @@ import Foundation
       if let ending = receiver.stop() { throw BenchError("the mailbox receiver peer: \(ending)") }
       return ScenarioResult(
         measurement: Measurement("pg.mailbox.throughput", samples[0]), unit: "msgs/s",
-        baselines: [Measurement("pg.raw.mailbox-batches", samples[1])],
+        baselines: [Measurement("pg.raw.mailbox-batches", samples[1])] + peers,
         target: "per batch of \(batchSize): the send (1 statement, 1 commit), the receiver's read and "
-          + "acknowledgement (2 statements, 1 commit); expect ≈ pg.raw.mailbox-batches")
+          + "acknowledgement (2 statements, 1 commit); expect ≈ pg.raw.mailbox-batches; ≥ 2× each job queue "
+          + "(peer.…-acked: to the last job finished)")
     }
 
     // MARK: The same statements on bare connections

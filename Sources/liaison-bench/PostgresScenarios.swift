@@ -19,9 +19,12 @@ import Foundation
 
     /// Runs every scenario once, handing each result to `emit` as it is measured.
     ///
-    /// - Parameter psycopg: the psycopg peer's samples of this run, by name (empty: skipped).
+    /// - Parameters:
+    ///   - psycopg: the psycopg peer's samples of this run, by name (empty: skipped).
+    ///   - jobQueues: the job-queue peers' figures of this run, by name (empty: skipped).
     static func run(
-      url: String, namespace: String, psycopg: [String: [Double]], emit: (ScenarioResult) -> Void
+      url: String, namespace: String, psycopg: [String: [Double]], jobQueues: [String: JobQueuePeer.Figure],
+      emit: (ScenarioResult) -> Void
     ) throws -> [ScenarioResult] {
       let (container, raw) = try blocking {
         (try await PostgresContainer(url: url, namespace: namespace), try await RawPostgres.connect(url))
@@ -39,8 +42,6 @@ import Foundation
       for result in [
         try handoff(container, url: url, namespace: namespace),
         try signalLatency(container, raw, url: url, namespace: namespace, psycopgBaselines),
-        try PostgresMailboxScenarios.latency(container, raw, url: url, namespace: namespace),
-        try PostgresMailboxScenarios.throughput(container, raw, url: url, namespace: namespace),
       ] {
         results.append(result)
         emit(result)
@@ -54,6 +55,69 @@ import Foundation
           target: "(informational: the pair a psycopg user writes, 2 round trips, against psycopg's own SELECT 1)")
         results.append(result)
         emit(result)
+      }
+      // The mailbox's scenarios, beside their own floors, psycopg's raw deliveries and the job
+      // queues a Python user would pick; each after a checkpoint, as the peers' runs are (a
+      // server that is not the bench's own may refuse it: then without).
+      let checkpoint = { _ = try? blocking { try await raw.query("CHECKPOINT", logger: RawPostgres.logger).collect() } }
+      checkpoint()
+      let latency = try PostgresMailboxScenarios.latency(
+        container, raw, url: url, namespace: namespace,
+        peers: psycopgBaselines(["psycopg.insert-notify-claim", "psycopg.insert-notify-listen"])
+          + jobQueueBaselines(jobQueues, kind: "latency"))
+      results.append(latency)
+      emit(latency)
+      checkpoint()
+      let throughput = try PostgresMailboxScenarios.throughput(
+        container, raw, url: url, namespace: namespace, peers: jobQueueBaselines(jobQueues, kind: "throughput-acked"))
+      results.append(throughput)
+      emit(throughput)
+      for result in jobQueueResults(jobQueues, psycopg: psycopgBaselines) {
+        results.append(result)
+        emit(result)
+      }
+      return results
+    }
+
+    // MARK: - The job-queue peers
+
+    /// The job-queue peers' measurements of one kind (`latency`, `throughput`, `throughput-acked`),
+    /// library by library: the baselines of a mailbox scenario of that kind. Latency in ns,
+    /// throughputs in jobs/s.
+    static func jobQueueBaselines(_ figures: [String: JobQueuePeer.Figure], kind: String) -> [Measurement] {
+      JobQueuePeer.libraries.compactMap { library in
+        figures["peer.\(library).\(kind)"].flatMap { $0.samples.isEmpty ? nil : Measurement($0.name, $0.samples) }
+      }
+    }
+
+    /// `peer.LIBRARY.latency` and `peer.LIBRARY.throughput`, library by library, each with its
+    /// floors: the raw psycopg deliveries (notification alone; a committed insert and its
+    /// notification; that and a committed claim of the row) for the latency, and the same jobs
+    /// to their acknowledgement for the throughput.
+    static func jobQueueResults(
+      _ figures: [String: JobQueuePeer.Figure], psycopg: ([String]) -> [Measurement]
+    ) -> [ScenarioResult] {
+      var results: [ScenarioResult] = []
+      for library in JobQueuePeer.libraries {
+        if let latency = figures["peer.\(library).latency"], !latency.samples.isEmpty {
+          results.append(
+            ScenarioResult(
+              measurement: Measurement(latency.name, latency.samples), unit: "ns",
+              baselines: psycopg([
+                "psycopg.insert-notify-claim", "psycopg.insert-notify-listen", "psycopg.notify-listen",
+              ]),
+              target: "(informational: \(latency.library) on \(latency.driver), enqueue one job -> its function starts "
+                + "in a worker process; \(latency.settings))"))
+        }
+        if let throughput = figures["peer.\(library).throughput"], !throughput.samples.isEmpty {
+          results.append(
+            ScenarioResult(
+              measurement: Measurement(throughput.name, throughput.samples), unit: throughput.unit,
+              baselines: figures["peer.\(library).throughput-acked"].map { [Measurement($0.name, $0.samples)] } ?? [],
+              target:
+                "(informational: \(throughput.library) on \(throughput.driver), jobs/s from the first enqueue to the "
+                + "last job's start; -acked: to the last job finished in the database; \(throughput.settings))"))
+        }
       }
       return results
     }
