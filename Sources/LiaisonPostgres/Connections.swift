@@ -166,11 +166,13 @@
     }
 
     /// Runs one statement on an idle connection, with the reply bounded by the detection timing:
-    /// a connection that fails or stops answering is closed, never reused.
-    func query(_ query: PostgresQuery, doing what: String) async throws -> [PostgresRow] {
+    /// a connection that fails or stops answering is closed, never reused. `committing`: see
+    /// ``run(_:on:within:logger:committing:)``.
+    func query(_ query: PostgresQuery, doing what: String, committing: Bool = false) async throws -> [PostgresRow] {
       let connection = try await take()
       do {
-        let rows = try await Self.run(query, on: connection, within: timing.replyTimeout, logger: logger)
+        let rows = try await Self.run(
+          query, on: connection, within: timing.replyTimeout, logger: logger, committing: committing)
         giveBack(connection)
         return rows
       } catch {
@@ -181,7 +183,34 @@
 
     /// Runs `query` on `connection` and collects its rows; closes the connection (which fails
     /// the query) when no reply came within `limit`.
+    ///
+    /// `committing`: returns only once the statement's transaction has committed. postgres-nio
+    /// reports a statement's end when the server sends its `CommandComplete`, which comes
+    /// *before* the commit of the transaction it runs in on its own (the commit happens at the
+    /// `Sync` after it): a server that stops in between loses a write whose statement seemed to
+    /// succeed. The server runs the next statement on the connection only after that commit, so
+    /// a `SELECT 1` after the write confirms it; if the confirmation does not come, the write may
+    /// or may not have been made, and the error says so. Every write whose return promises that
+    /// it happened (a send, an acknowledgement, a post, a grant's fencing token) passes `true`.
     static func run(
+      _ query: PostgresQuery, on connection: PostgresConnection, within limit: Duration?, logger: Logger,
+      committing: Bool = false
+    ) async throws -> [PostgresRow] {
+      let rows = try await runOne(query, on: connection, within: limit, logger: logger)
+      guard committing else { return rows }
+      do {
+        _ = try await runOne("SELECT 1", on: connection, within: limit, logger: logger)
+      } catch {
+        throw LiaisonError(
+          .unavailable,
+          "The connection to the server ended before the server confirmed that a write was committed: it may or may "
+            + "not have been made. Check, or make it again (a retried send with the same id stores nothing), once "
+            + "the server answers.", cause: error)
+      }
+      return rows
+    }
+
+    private static func runOne(
       _ query: PostgresQuery, on connection: PostgresConnection, within limit: Duration?, logger: Logger
     ) async throws -> [PostgresRow] {
       guard let limit else { return try await connection.query(query, logger: logger).collect() }

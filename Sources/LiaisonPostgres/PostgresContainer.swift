@@ -119,9 +119,12 @@
     }
 
     /// Runs one statement on a connection that holds nothing (the tests prepare and read their
-    /// tables with it).
-    package func query(_ query: PostgresQuery, doing what: String) async throws -> [PostgresRow] {
-      try await connector.query(query, doing: what)
+    /// tables with it). `committing`: returns only once a write has committed (see
+    /// ``Connector/run(_:on:within:logger:committing:)``).
+    package func query(_ query: PostgresQuery, doing what: String, committing: Bool = false) async throws
+      -> [PostgresRow]
+    {
+      try await connector.query(query, doing: what, committing: committing)
     }
   }
 

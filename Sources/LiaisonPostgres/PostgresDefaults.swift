@@ -354,7 +354,8 @@
       do {
         // Waits for the domain's other writers, with no reply bound (as in `transaction`).
         rows = try await Connector.run(
-          try statement(setting: (name, stored)), on: connection, within: nil, logger: connector.quietLogger)
+          try statement(setting: (name, stored)), on: connection, within: nil, logger: connector.quietLogger,
+          committing: true)
       } catch {
         connector.close(connection)
         throw PostgresErrors.translate(error, doing: "write '\(name)' in the defaults domain '\(domain)'")
@@ -553,8 +554,9 @@
         let stored = try StoredValue(value, key: key, domain: domain)
         let epoch = await trustedEpoch()
         let rows = try await held.run(
-          try statement(setting: (key.name, stored)), doing: "store the refreshed value of '\(key.name)' in '\(domain)'"
-        )
+          try statement(setting: (key.name, stored)),
+          doing: "store the refreshed value of '\(key.name)' in '\(domain)'",
+          committing: true)
         cache.wrote(generation: try generation(rows), epoch: epoch, name: key.name.rawValue, stored: stored)
         await held.unlock()
         return value

@@ -37,9 +37,11 @@
       let connection = try await connector.take()
       let rows: [PostgresRow]
       do {
+        // An exclusive grant commits its fencing token: returned before that commit, a token
+        // lost by a server that stopped in between would be given again.
         rows = try await Connector.run(
           grant(mode, id: id, wait: false), on: connection, within: connector.timing.replyTimeout,
-          logger: connector.quietLogger)
+          logger: connector.quietLogger, committing: mode == .exclusive)
       } catch {
         connector.close(connection)  // its session may hold the lock
         throw PostgresErrors.translate(error, doing: "take the lock '\(name)'")
@@ -84,7 +86,8 @@
         let backend = try prepared.first!.decode((Int32, String).self, context: .default).0
         let rows = try await withTaskCancellationHandler {
           try await Connector.run(
-            grant(mode, id: id, wait: true), on: connection, within: nil, logger: connector.quietLogger)
+            grant(mode, id: id, wait: true), on: connection, within: nil, logger: connector.quietLogger,
+            committing: mode == .exclusive)
         } onCancel: {
           // Cancels the wait on the server. Should it arrive after the grant, it finds the
           // session idle (or cancels the next statement): the check below releases the lock.
@@ -208,12 +211,13 @@
     /// held: a lost lock's connection is closed, and a statement cannot run in a session that the
     /// server ended. A failed statement ends the hold (the connection is closed). The statement
     /// runs to its end even when the calling task is cancelled: postgres-nio ends a cancelled
-    /// query by closing its connection, which would lose the lock.
+    /// query by closing its connection, which would lose the lock. `committing`: see
+    /// ``Connector/run(_:on:within:logger:committing:)``.
     ///
     /// - Throws: the loss (``/Liaison/LiaisonError/Code/lost``) when the lock was lost before or
     ///   while the statement ran, or when the statement failed; ``/Liaison/LiaisonError/Code/invalidArgument``
     ///   after ``unlock()``.
-    func run(_ query: PostgresQuery, doing what: String) async throws -> [PostgresRow] {
+    func run(_ query: PostgresQuery, doing what: String, committing: Bool) async throws -> [PostgresRow] {
       guard let connection = session.connection else {
         throw session.loss
           ?? LiaisonError(.invalidArgument, "Could not \(what): the lock '\(lock.name)' was already unlocked.")
@@ -222,7 +226,8 @@
       do {
         return try await Task {
           try await Connector.run(
-            query, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+            query, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger,
+            committing: committing)
         }.value
       } catch {
         if let loss = session.loss { throw loss }

@@ -119,7 +119,7 @@
           SELECT liaison.mailbox_send(\(container.namespace.rawValue), \(name.rawValue), \(sender),
             \(Date().timeIntervalSince1970), \(retention), \(ids), \(messages.map(\.givenID)),
             \(messages.map { Int16($0.value.kind.rawValue) }), \(messages.map { ByteBuffer(bytes: $0.value.bytes) }))
-          """, doing: "send to the mailbox '\(name)'")
+          """, doing: "send to the mailbox '\(name)'", committing: true)
       } catch let error as LiaisonError where PostgresErrors.sqlState(error.cause) == MailboxSchema.overLimit {
         throw LiaisonError(
           .tooLarge,
@@ -162,7 +162,7 @@
           \(limits.maximumMessages), \(limits.maximumBytes))
         ON CONFLICT (namespace, name) DO UPDATE SET maximum_message_size = excluded.maximum_message_size,
           maximum_messages = excluded.maximum_messages, maximum_bytes = excluded.maximum_bytes
-        """, doing: "set the limits of the mailbox '\(name)'")
+        """, doing: "set the limits of the mailbox '\(name)'", committing: true)
     }
 
     // MARK: Looking without receiving
@@ -207,7 +207,7 @@
     public func requeueQuarantined(ids: [String]? = nil) async throws -> Int {
       let rows = try await container.query(
         "SELECT liaison.mailbox_requeue(\(container.namespace.rawValue), \(name.rawValue), \(ids))",
-        doing: "requeue the quarantined messages of the mailbox '\(name)'")
+        doing: "requeue the quarantined messages of the mailbox '\(name)'", committing: true)
       return try rows.first.map { Int(try $0.decode(Int32.self)) } ?? 0
     }
 

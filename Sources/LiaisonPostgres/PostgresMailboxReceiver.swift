@@ -221,7 +221,7 @@
             """
             SELECT liaison.mailbox_quarantine(\(mailbox.container.namespace.rawValue), \(name.rawValue),
               \(quarantine.map(\.position)), \(quarantine.map(\.reason)))
-            """, doing: "quarantine messages of the mailbox '\(name)'")
+            """, doing: "quarantine messages of the mailbox '\(name)'", committing: true)
         }
         if Task.isCancelled && !envelopes.isEmpty {
           // The caller will not see them: they stay this receiver's to deliver next.
@@ -254,7 +254,7 @@
         """
         SELECT count(*) FROM liaison.mailbox_remove(\(mailbox.container.namespace.rawValue),
           \(mailbox.name.rawValue), \(envelopes.map(\.position)), \(envelopes.map(\.id)), \(Date().timeIntervalSince1970))
-        """, doing: "acknowledge messages of the mailbox '\(mailbox.name)'")
+        """, doing: "acknowledge messages of the mailbox '\(mailbox.name)'", committing: true)
       let acknowledged = Set(envelopes.map(\.position))
       reading.withLock { $0.readAhead.removeAll { acknowledged.contains($0.position) } }
       let due = lastPruned.withLock { $0.timeIntervalSinceNow < -3600 }
@@ -304,7 +304,7 @@
         """
         SELECT count(*) FROM liaison.mailbox_remove(\(mailbox.container.namespace.rawValue),
           \(mailbox.name.rawValue), NULL, NULL, \(Date().timeIntervalSince1970))
-        """, doing: "remove the quarantined messages of the mailbox '\(mailbox.name)'")
+        """, doing: "remove the quarantined messages of the mailbox '\(mailbox.name)'", committing: true)
       return try rows.first.map { Int(try $0.decode(Int64.self)) } ?? 0
     }
 
@@ -328,10 +328,12 @@
     }
 
     /// Runs `query` in the claim's session: only a receiver that still holds its claim reads and
-    /// acknowledges.
-    private func run(_ query: PostgresQuery, doing what: String) async throws -> [PostgresRow] {
+    /// acknowledges. `committing` for a write, whose return promises that it was made.
+    private func run(_ query: PostgresQuery, doing what: String, committing: Bool = false) async throws
+      -> [PostgresRow]
+    {
       try checkHeld()
-      return try await held.run(query, doing: what)
+      return try await held.run(query, doing: what, committing: committing)
     }
 
     private func pruneAcknowledgedIDs() async throws {
@@ -340,7 +342,7 @@
         """
         DELETE FROM liaison.mailbox_acknowledged WHERE namespace = \(mailbox.container.namespace.rawValue)
           AND mailbox = \(mailbox.name.rawValue) AND acknowledged_at < \(before)
-        """, doing: "forget old acknowledged ids of the mailbox '\(mailbox.name)'")
+        """, doing: "forget old acknowledged ids of the mailbox '\(mailbox.name)'", committing: true)
       lastPruned.withLock { $0 = Date() }
     }
   }

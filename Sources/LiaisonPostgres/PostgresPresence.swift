@@ -54,7 +54,8 @@
             info = \(info), since = now(), backend_pid = pg_backend_pid()
           FROM claimed, watched WHERE claimed.held AND watched.locks = 1 AND id = \(id)
           RETURNING pg_notify('liaison', concat_ws(' ', 'p', \(namespace), \(name.rawValue)))
-          """, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+          """, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger,
+          committing: true)
       } catch {
         connector.close(connection)
         throw PostgresErrors.translate(error, doing: "claim the presence '\(name)'")

@@ -43,7 +43,7 @@
           RETURNING posts, state)
         SELECT pg_notify('liaison', concat_ws(' ', 's', \(namespace), \(name.rawValue), posts, state, \(sender)))
         FROM posted
-        """, doing: "post the signal '\(name)'")
+        """, doing: "post the signal '\(name)'", committing: true)
     }
 
     /// The state, as last posted (0 before any post).
@@ -59,7 +59,7 @@
         """
         INSERT INTO liaison.signal (namespace, name, state) VALUES (\(container.namespace.rawValue), \(name.rawValue), \(state))
         ON CONFLICT (namespace, name) DO UPDATE SET state = excluded.state
-        """, doing: "set the state of the signal '\(name)'")
+        """, doing: "set the state of the signal '\(name)'", committing: true)
     }
 
     /// The state, or `nil` when the signal has never been posted or set (the `liaison state`

@@ -37,7 +37,7 @@
             ON CONFLICT (namespace, name) DO NOTHING RETURNING id)
           SELECT id FROM made UNION ALL
           SELECT id FROM \(unescaped: table) WHERE namespace = \(namespace) AND name = \(name.rawValue)
-          """, doing: "register the \(self.table.rawValue) '\(name)'")
+          """, doing: "register the \(self.table.rawValue) '\(name)'", committing: true)
         if let id = try rows.first?.decode(Int32.self) {
           known.withLock { $0 = id }
           return id

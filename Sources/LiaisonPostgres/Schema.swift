@@ -72,7 +72,7 @@
             COMMENT ON SCHEMA liaison IS '\(version)';
           END $liaison$
           """)
-      _ = try await connector.query(setup, doing: "create Liaison's tables in the schema 'liaison'")
+      _ = try await connector.query(setup, doing: "create Liaison's tables in the schema 'liaison'", committing: true)
     }
   }
 #endif
