@@ -102,8 +102,18 @@
         do {
           let connection = try await connector.connect()
           defer { connector.close(connection) }
+          // A LISTEN that gets no answer within the reply bound (a server that stopped answering
+          // in between) closes its connection: subscribers waiting for it learn of it, and the
+          // loop connects again, instead of waiting on a silent connection.
+          let started = Locked(false)
+          let watchdog = Task { [connector] in
+            try? await Task.sleep(for: connector.timing.replyTimeout)
+            if !started.withLock({ $0 }) { connector.close(connection) }
+          }
+          defer { watchdog.cancel() }
           try await withTaskCancellationHandler {
             try await connection.listen(on: Schema.channel) { notifications in
+              started.withLock { $0 = true }
               let (waiting, subscribers) = state.withLock { state in
                 state.listening = true
                 state.epoch += 1
