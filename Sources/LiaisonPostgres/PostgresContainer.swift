@@ -118,6 +118,21 @@
       }
     }
 
+    /// Every signal of the namespace that has been posted or set, by name, with its state (the
+    /// `liaison status` command). Rows whose name breaks the naming rule (another program's) are
+    /// left out.
+    package func signalStates() async throws -> [(name: LiaisonName, state: UInt64)] {
+      let rows = try await query(
+        "SELECT name, state FROM liaison.signal WHERE namespace = \(namespace.rawValue) ORDER BY name",
+        doing: "list the signals")
+      return rows.compactMap { row in
+        guard let (text, state) = try? row.decode((String, Int64).self, context: .default),
+          let name = try? LiaisonName(text)
+        else { return nil }
+        return (name, UInt64(bitPattern: state))
+      }
+    }
+
     /// Runs one statement on a connection that holds nothing (the tests prepare and read their
     /// tables with it). `committing`: returns only once a write has committed (see
     /// ``Connector/run(_:on:within:logger:committing:)``).

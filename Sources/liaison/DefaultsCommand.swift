@@ -52,35 +52,39 @@ struct DefaultsCommand: AsyncParsableCommand {
       discussion: "With DOMAIN and KEY, exits 1 when the key has no value." + "\n\n" + DocsPage.defaults
     )
 
-    @OptionGroup var options: ContainerOptions
+    @OptionGroup var options: PlaceOptions
     @Argument(help: "The domain (default: every domain).") var domain: String?
     @Argument(help: "The key (default: every key of the domain).") var key: String?
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
-      let container = try await Self.reporting { try options.openExisting() }
-      let domains = try await Self.reporting { () throws -> [LiaisonName] in
-        let existing = try container.defaultsDomains().map(\.domain)
-        guard let domain else { return existing }
+      try await Self.reporting {
+        try await options.withPlace(creating: false) { place in try await read(place) }
+      }
+    }
+
+    /// Prints the value, the domain or every domain of `place`.
+    private func read(_ place: some CommandPlace) async throws {
+      var domains = try await place.defaultsDomainList().map(\.domain)
+      if let domain {
         let name = try LiaisonName(domain)
-        return existing.contains(name) ? [name] : []
+        domains = domains.filter { $0 == name }
       }
       if let domain, let key {
-        let name = try await Self.reporting { try LiaisonName(key) }
+        let name = try LiaisonName(key)
         guard !domains.isEmpty else { throw ExitCode(1) }
-        let stored = try await Self.reporting { () async throws -> DefaultsRawValue? in
-          do {
-            return try await container.defaults(domain).rawValue(for: name)
-          } catch let error as LiaisonError where error.code == .corruptFile {
-            throw CLIError(
-              DefaultsCommand.unreadable(domain: domain, key: key, "its kind or bytes are not what Liaison stores."),
-              status: ExitStatus.failure)
-          }
+        let stored: DefaultsRawValue?
+        do {
+          stored = try await place.defaultsDomain(domain).storedValue(of: name)
+        } catch let error as LiaisonError where error.code == .corruptFile {
+          throw CLIError(
+            DefaultsCommand.unreadable(domain: domain, key: key, "its kind or bytes are not what Liaison stores."),
+            status: ExitStatus.failure)
         }
         guard let stored else { throw ExitCode(1) }
         guard let shown = DefaultsCommand.readable(stored) else {
-          printError("liaison: " + DefaultsCommand.unreadable(domain: domain, key: key, "it is not JSON."))
-          throw ExitCode(ExitStatus.failure)
+          throw CLIError(
+            DefaultsCommand.unreadable(domain: domain, key: key, "it is not JSON."), status: ExitStatus.failure)
         }
         print(json ? try Self.jsonText(shown.json) : shown.text)
         return
@@ -88,7 +92,7 @@ struct DefaultsCommand: AsyncParsableCommand {
       var all: [String: [String: (text: String, json: Any)]] = [:]
       var problems: [String] = []
       for name in domains {
-        let rows = try await Self.reporting { try await container.defaults(name.rawValue).rowsReadOneByOne() }
+        let rows = try await place.defaultsDomain(name.rawValue).storedRows()
         all[name.rawValue] = [:]
         for (key, value) in rows {
           switch value.map(DefaultsCommand.readable) {
@@ -131,7 +135,7 @@ struct DefaultsCommand: AsyncParsableCommand {
         + "\n\n" + DocsPage.defaults
     )
 
-    @OptionGroup var options: ContainerOptions
+    @OptionGroup var options: PlaceOptions
     @Argument(help: "The domain.") var domain: String
     @Argument(help: "The key.") var key: String
     @Argument(help: "The value: JSON, or else taken as a plain string; - reads it from standard input.")
@@ -139,9 +143,11 @@ struct DefaultsCommand: AsyncParsableCommand {
 
     func run() async throws {
       try await Self.reporting {
-        let defaults = try await options.open().defaults(domain)
-        let text = try CommandLineValue.valueOrStandardInput(value, limit: SharedDefaults.maximumValueSize)
-        try await defaults.setJSON(CommandLineValue.json(text), for: try LiaisonName(key))
+        try await options.withPlace(creating: true) { place in
+          let defaults = try await place.defaultsDomain(domain)
+          let text = try CommandLineValue.valueOrStandardInput(value, limit: SharedDefaults.maximumValueSize)
+          try await defaults.write(json: CommandLineValue.json(text), for: try LiaisonName(key))
+        }
       }
     }
   }
@@ -150,14 +156,15 @@ struct DefaultsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
       abstract: "Delete a key, or every key of a domain.", discussion: DocsPage.defaults)
 
-    @OptionGroup var options: ContainerOptions
+    @OptionGroup var options: PlaceOptions
     @Argument(help: "The domain.") var domain: String
     @Argument(help: "The key (default: every key of the domain).") var key: String?
 
     func run() async throws {
       try await Self.reporting {
-        let defaults = try await options.open().defaults(domain)
-        if let key { try await defaults.remove(named: try LiaisonName(key)) } else { try await defaults.removeAll() }
+        try await options.withPlace(creating: true) { place in
+          try await place.defaultsDomain(domain).delete(try key.map { try LiaisonName($0) })
+        }
       }
     }
   }
@@ -169,30 +176,34 @@ struct DefaultsCommand: AsyncParsableCommand {
         + DocsPage.defaults
     )
 
-    @OptionGroup var options: ContainerOptions
+    @OptionGroup var options: PlaceOptions
     @Argument(help: "The domain.") var domain: String
     @Argument(help: "The key (default: the whole domain).") var key: String?
 
     func run() async throws {
-      let (defaults, notifications) = try await Self.reporting {
-        let defaults = try await options.open().defaults(domain)
-        return (defaults, try defaults.changes())
+      try await Self.reporting {
+        try await options.withPlace(creating: true) { place in try await observe(place.defaultsDomain(domain)) }
       }
+    }
+
+    /// Prints the changes of `defaults` until interrupted.
+    private func observe(_ defaults: some CommandDefaults) async throws {
+      let notifications = try await defaults.changeNotifications()
       func emit(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
       guard let key else {
-        for await _ in notifications { emit("\(domain) changed") }
+        for try await _ in notifications { emit("\(domain) changed") }
         return
       }
-      let name = try await Self.reporting { try LiaisonName(key) }
+      let name = try LiaisonName(key)
       var last: DefaultsRawValue?? = nil
       var iterator = notifications.makeAsyncIterator()
       repeat {
-        let current = try await Self.reporting { try defaults.rawValue(for: name) }
+        let current = try await defaults.storedValue(of: name)
         if last == nil || last! != current {
           emit(current.map(DefaultsCommand.show) ?? "null")
           last = .some(current)
         }
-      } while await iterator.next() != nil
+      } while try await iterator.next() != nil
     }
   }
 }

@@ -17,7 +17,7 @@ struct LiaisonCommand: AsyncParsableCommand {
       container's own folder if needed, but not its parent, so that a mistyped path fails \
       instead of starting a second container (the per-user default is created whole).
 
-      lock, presence, post, wait, observe and state work on PostgreSQL instead with --postgres URL \
+      Every command except demo works on PostgreSQL instead with --postgres URL \
       (else $\(PlaceOptions.postgresVariable)) and --namespace NAME (else \
       $\(PlaceOptions.namespaceVariable), else '\(PlaceOptions.defaultNamespace)'); an option on the \
       command line wins over the variables, and $\(PlaceOptions.postgresVariable) over \
@@ -61,19 +61,9 @@ struct ContainerOptions: ParsableArguments {
 
   /// The folder given by --container or the environment, if any.
   private var chosenDirectory: String? {
-    get throws {
-      if let container { return container }
-      if ProcessInfo.processInfo.environment[PlaceOptions.postgresVariable]?.isEmpty == false {
-        // A command that works on a folder only must not quietly use one when a database was meant.
-        throw CLIError(
-          "This command works on a folder only, and $\(PlaceOptions.postgresVariable) names a PostgreSQL database: "
-            + "give --container PATH, or unset $\(PlaceOptions.postgresVariable) for the folder "
-            + "$\(SharedContainer.environmentVariable) or the per-user default.",
-          status: ExitStatus.usage)
-      }
-      let variable = ProcessInfo.processInfo.environment[SharedContainer.environmentVariable]
-      return variable?.isEmpty == false ? variable : nil
-    }
+    if let container { return container }
+    let variable = ProcessInfo.processInfo.environment[SharedContainer.environmentVariable]
+    return variable?.isEmpty == false ? variable : nil
   }
 
   /// Opens the container for a command that writes. A folder given by --container or the
@@ -81,7 +71,7 @@ struct ContainerOptions: ParsableArguments {
   /// whole.
   func open() throws -> SharedContainer {
     do {
-      guard let directory = try chosenDirectory else { return try SharedContainer.standard() }
+      guard let directory = chosenDirectory else { return try SharedContainer.standard() }
       let parent = URL(fileURLWithPath: directory).deletingLastPathComponent().path
       var isFolder: ObjCBool = false
       if !FileManager.default.fileExists(atPath: directory),
@@ -102,7 +92,7 @@ struct ContainerOptions: ParsableArguments {
   /// Opens the container for a command that only reads: creates nothing, and fails when no
   /// process has used a container there.
   func openExisting() throws -> SharedContainer {
-    let directory = try chosenDirectory ?? SharedContainer.standardDirectory
+    let directory = chosenDirectory ?? SharedContainer.standardDirectory
     var isFolder: ObjCBool = false
     guard FileManager.default.fileExists(atPath: directory + "/.liaison", isDirectory: &isFolder), isFolder.boolValue
     else {

@@ -61,7 +61,7 @@ struct SendCommand: AsyncParsableCommand {
       """
   )
 
-  @OptionGroup var options: ContainerOptions
+  @OptionGroup var options: PlaceOptions
   @Argument(help: "The mailbox's name.") var mailbox: String
   @Argument(help: "The message: JSON, or else taken as a plain string; - reads it from standard input.")
   var message: String
@@ -70,9 +70,11 @@ struct SendCommand: AsyncParsableCommand {
 
   func run() async throws {
     let stored = try await Self.reporting {
-      let outbox = try await options.open().mailbox(mailbox, sender: sender)
-      let text = try CommandLineValue.valueOrStandardInput(message, limit: try outbox.limits().maximumMessageSize)
-      return try await outbox.sendJSON(CommandLineValue.json(text), id: id)
+      try await options.withPlace(creating: true) { place in
+        let outbox = try await place.mailboxHandle(mailbox, sender: sender)
+        let text = try CommandLineValue.valueOrStandardInput(message, limit: try await outbox.maximumMessageSize())
+        return try await outbox.send(json: CommandLineValue.json(text), id: id)
+      }
     }
     print(stored)
   }
@@ -97,7 +99,7 @@ struct ReceiveCommand: AsyncParsableCommand {
       """
   )
 
-  @OptionGroup var options: ContainerOptions
+  @OptionGroup var options: PlaceOptions
   @Argument(help: "The mailbox's name.") var mailbox: String
   @Option(help: "Receive at most this many messages.") var count: Int?
   @Flag(
@@ -114,22 +116,37 @@ struct ReceiveCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    let receiver = try await Self.reporting {
-      do {
-        return try await options.open().mailbox(mailbox).receiver()
-      } catch let error as LiaisonError where error.code == .alreadyClaimed {
-        throw CLIError(
-          "The mailbox '\(mailbox)' already has a receiver (another process). Try again when it has ended.",
-          status: ExitStatus.busy)
+    try await Self.reporting {
+      try await options.withPlace(creating: true) { place in
+        try await receive(from: place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName))
       }
     }
-    defer { receiver.close() }
+  }
+
+  /// Receives from `mailbox` as the options say, and ends the receiver.
+  private func receive<Box: CommandMailbox>(from box: Box) async throws {
+    let receiver: Box.Receiver
+    do {
+      receiver = try await box.claimReceiver()
+    } catch let error as LiaisonError where error.code == .alreadyClaimed {
+      throw CLIError(
+        "The mailbox '\(mailbox)' already has a receiver (another process). Try again when it has ended.",
+        status: ExitStatus.busy)
+    }
+    do {
+      try await receive(with: receiver)
+    } catch {
+      await receiver.end()
+      throw error
+    }
+    await receiver.end()
+  }
+
+  /// Prints the messages, acknowledging each batch after it is printed unless --no-ack.
+  private func receive(with receiver: some CommandReceiver) async throws {
     var remaining = count ?? Int.max
     while remaining > 0 {
-      let limit = min(remaining, 256)
-      let batch = try await Self.reporting {
-        follow ? try await receiver.receiveStored(limit: limit) : try receiver.receiveAvailableStored(limit: limit)
-      }
+      let batch = try await receiver.batch(limit: min(remaining, 256), waiting: follow)
       if batch.isEmpty { return }
       var lines = ""
       for envelope in batch {
@@ -138,7 +155,7 @@ struct ReceiveCommand: AsyncParsableCommand {
         lines += (json ? try report.jsonLine() : report.text) + "\n"
       }
       FileHandle.standardOutput.write(Data(lines.utf8))
-      if !noAck { try await Self.reporting { try await receiver.acknowledge(batch) } }
+      if !noAck { try await receiver.acknowledge(batch: batch) }
       remaining -= batch.count
     }
   }
@@ -151,7 +168,7 @@ struct PeekCommand: AsyncParsableCommand {
     discussion: DocsPage.mailbox
   )
 
-  @OptionGroup var options: ContainerOptions
+  @OptionGroup var options: PlaceOptions
   @Argument(help: "The mailbox's name.") var mailbox: String
   @Option(help: "Show at most this many messages.") var limit = 100
   @Flag(help: "Print JSON lines: id, sentAt, sender, payload, quarantineReason.") var json = false
@@ -161,12 +178,13 @@ struct PeekCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    let entries = try await Self.reporting { () async throws -> [MailboxEntry] in
-      let container = try options.openExisting()
-      let name = try LiaisonName(mailbox)
-      // Opening a mailbox that does not exist would create it: there is nothing to show.
-      guard try container.mailboxes().contains(where: { $0.name == name }) else { return [] }
-      return try await container.mailbox(mailbox).peek(limit: limit)
+    let entries = try await Self.reporting {
+      try await options.withPlace(creating: false) { place in
+        let name = try LiaisonName(mailbox)
+        // Opening a mailbox that does not exist would create it: there is nothing to show.
+        guard try await place.mailboxList().contains(where: { $0.name == name }) else { return [MailboxEntry]() }
+        return try await place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName).entries(limit: limit)
+      }
     }
     for entry in entries {
       let report = MessageReport(
@@ -190,18 +208,20 @@ struct RequeueCommand: AsyncParsableCommand {
       """
   )
 
-  @OptionGroup var options: ContainerOptions
+  @OptionGroup var options: PlaceOptions
   @Argument(help: "The mailbox's name.") var mailbox: String
   @Option(help: "Requeue only the message with this id (repeat for several); without it, all of them.")
   var id: [String] = []
 
   func run() async throws {
-    let count = try await Self.reporting { () async throws -> Int in
-      let container = try options.openExisting()
-      let name = try LiaisonName(mailbox)
-      // Opening a mailbox that does not exist would create it: there is nothing to requeue.
-      guard try container.mailboxes().contains(where: { $0.name == name }) else { return 0 }
-      return try await container.mailbox(mailbox).requeueQuarantined(ids: id.isEmpty ? nil : id)
+    let count = try await Self.reporting {
+      try await options.withPlace(creating: false) { place in
+        let name = try LiaisonName(mailbox)
+        // Opening a mailbox that does not exist would create it: there is nothing to requeue.
+        guard try await place.mailboxList().contains(where: { $0.name == name }) else { return 0 }
+        return try await place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName)
+          .requeue(ids: id.isEmpty ? nil : id)
+      }
     }
     print(count)
   }

@@ -61,22 +61,6 @@ struct PresenceReport: Encodable {
     }
   }
 
-  /// Reads the holder of a presence in a folder (`liaison status`).
-  init(_ presence: Presence) throws {
-    name = presence.name.rawValue
-    var found: PresenceHolder?
-    var claimInProgress = false
-    do throws(LiaisonError) {
-      found = try presence.holder
-    } catch {
-      // Claimed a moment ago: active, its holder not written yet.
-      guard error.code == .claimInProgress else { throw error }
-      claimInProgress = true
-    }
-    holder = found.map(HolderReport.init)
-    active = found != nil || claimInProgress
-  }
-
   private init(name: String, holder: PresenceHolder?, active: Bool?) {
     self.name = name
     self.holder = holder.map(HolderReport.init)

@@ -99,7 +99,7 @@ struct PlaceOptions: ParsableArguments {
 
 /// A place as the `liaison` commands use it: the coordination protocols, plus the few things
 /// each backend does its own way. The commands are written once against it.
-protocol CommandPlace: CoordinationPlace {
+protocol CommandPlace: CoordinationPlace, CommandStores {
   /// Runs `command` while `held` holds its lock, and returns the status to exit with.
   func run(_ command: [String], holding held: LockType.Guard, grace: Duration) async throws -> Int32
   /// Runs `command` while `claim` holds its presence, and returns the status to exit with.

@@ -14,11 +14,16 @@ struct StatusCommand: AsyncParsableCommand {
       the reason, after everything else; the command then exits \(ExitStatus.failure). Creates \
       nothing.
 
+      On PostgreSQL (--postgres), shows the namespace's presences, signals, defaults and \
+      mailboxes; its locks are session locks that the server does not list by name, and shared \
+      databases live in folders, so both are "not available on PostgreSQL" (and left out of the \
+      JSON).
+
       \(DocsPage.command)
       """
   )
 
-  @OptionGroup var options: ContainerOptions
+  @OptionGroup var options: PlaceOptions
   @Flag(help: "Print JSON.") var json = false
 
   struct LockReport: Encodable {
@@ -61,63 +66,47 @@ struct StatusCommand: AsyncParsableCommand {
   }
 
   struct Report: Encodable {
-    let container: String
+    /// The folder, for a folder.
+    var container: String?
+    /// The namespace, for a PostgreSQL database (whose URL is not shown: it may hold a password).
+    var namespace: String?
     var presences: [PresenceReport] = []
-    var locks: [LockReport] = []
+    /// `nil` (and left out of the JSON) where the place cannot list them: locks on PostgreSQL.
+    var locks: [LockReport]? = []
     var signals: [SignalReport] = []
     var defaults: [DomainReport] = []
     var mailboxes: [MailboxReport] = []
-    var databases: [DatabaseReport] = []
+    /// `nil` (and left out of the JSON) where the place has none: on PostgreSQL.
+    var databases: [DatabaseReport]? = []
     var problems: [ProblemReport] = []
 
-    /// Runs `body`, noting a `LiaisonError` it throws as a problem of `part` (and `name`).
-    mutating func reading<T>(_ part: String, name: String? = nil, _ body: () throws -> T) -> T? {
+    /// Runs `body`, noting an error it throws as a problem of `part` (and `name`).
+    mutating func reading<T>(_ part: String, name: String? = nil, _ body: () async throws -> T) async -> T? {
       do {
-        return try body()
+        return try await body()
       } catch {
-        let message = (error as? LiaisonError)?.message ?? "\(error)"
-        problems.append(ProblemReport(part: part, name: name, error: message))
+        problems.append(ProblemReport(part: part, name: name, error: Self.message(error)))
         return nil
       }
     }
+
+    /// Notes `result`'s error, if any, as a problem of `part`'s item `name`.
+    mutating func reading<T>(_ part: String, name: String, _ result: Result<T, any Error>) -> T? {
+      switch result {
+      case .success(let value): return value
+      case .failure(let error):
+        problems.append(ProblemReport(part: part, name: name, error: Self.message(error)))
+        return nil
+      }
+    }
+
+    private static func message(_ error: any Error) -> String { (error as? LiaisonError)?.message ?? "\(error)" }
   }
 
   func run() async throws {
-    let container = try await Self.reporting { try options.openExisting() }
-    var report = Report(container: container.directory)
-    for presence in report.reading("presences", { try container.presences() }) ?? [] {
-      if let item = report.reading("presences", name: presence.name.rawValue, { try PresenceReport(presence) }) {
-        report.presences.append(item)
-      }
+    let report = try await Self.reporting {
+      try await options.withPlace(creating: false) { place in await Self.report(place) }
     }
-    for lock in report.reading("locks", { try container.locks() }) ?? [] {
-      if let state = report.reading("locks", name: lock.name.rawValue, { try lock.probe() }) {
-        report.locks.append(LockReport(name: lock.name.rawValue, state: "\(state)"))
-      }
-    }
-    for name in report.reading("signals", { try container.signalNames() }) ?? [] {
-      if let state = report.reading("signals", name: name.rawValue, { try container.signal(name.rawValue).state }) {
-        report.signals.append(SignalReport(name: name.rawValue, state: state))
-      }
-    }
-    report.defaults =
-      report.reading("defaults") {
-        try container.defaultsDomains().map { DomainReport(name: $0.domain.rawValue, keys: $0.keyCount) }
-      } ?? []
-    report.mailboxes =
-      report.reading("mailboxes") {
-        try container.mailboxes().map {
-          MailboxReport(name: $0.name.rawValue, waiting: $0.waiting, quarantined: $0.quarantined, bytes: $0.bytes)
-        }
-      } ?? []
-    report.databases =
-      report.reading("databases") {
-        try container.sharedDatabases().map {
-          DatabaseReport(
-            name: $0.name.rawValue, file: $0.path, bytes: $0.size, schemaVersion: $0.migrations.last,
-            migrations: $0.migrations.count)
-        }
-      } ?? []
     if json {
       try printJSON(report)
     } else {
@@ -126,14 +115,64 @@ struct StatusCommand: AsyncParsableCommand {
     if !report.problems.isEmpty { throw ExitCode(ExitStatus.failure) }
   }
 
+  /// Everything in `place`, and what could not be read.
+  private static func report(_ place: some CommandPlace) async -> Report {
+    var report = Report()
+    switch place.placeName {
+    case .container(let directory): report.container = directory
+    case .namespace(let namespace): report.namespace = namespace
+    }
+    for presence in await report.reading("presences", { try await place.presences() }) ?? [] {
+      if let item = await report.reading(
+        "presences", name: presence.name.rawValue, { try await PresenceReport.of(presence) })
+      {
+        report.presences.append(item)
+      }
+    }
+    if let listed = await report.reading("locks", { try await place.lockStates() }) {
+      if let listed {
+        for lock in listed {
+          if let state = report.reading("locks", name: lock.name, lock.state) {
+            report.locks?.append(LockReport(name: lock.name, state: state))
+          }
+        }
+      } else {
+        report.locks = nil
+      }
+    }
+    for signal in await report.reading("signals", { try await place.signalReports() }) ?? [] {
+      if let state = report.reading("signals", name: signal.name, signal.state) {
+        report.signals.append(SignalReport(name: signal.name, state: state))
+      }
+    }
+    report.defaults =
+      await report.reading("defaults") {
+        try await place.defaultsDomainList().map { DomainReport(name: $0.domain.rawValue, keys: $0.keyCount) }
+      } ?? []
+    report.mailboxes =
+      await report.reading("mailboxes") {
+        try await place.mailboxList().map {
+          MailboxReport(name: $0.name.rawValue, waiting: $0.waiting, quarantined: $0.quarantined, bytes: $0.bytes)
+        }
+      } ?? []
+    if let databases = await report.reading("databases", { try await place.databaseReports() }) {
+      report.databases = databases
+    }
+    return report
+  }
+
+  /// What `status` shows for a part that PostgreSQL has no equivalent of.
+  static let notOnPostgres = "not available on PostgreSQL"
+
   private func printText(_ report: Report) {
-    print("Container \(report.container)")
+    if let container = report.container { print("Container \(container)") }
+    if let namespace = report.namespace { print("Namespace \(namespace) (PostgreSQL)") }
     print("Presences:" + (report.presences.isEmpty ? " none" : ""))
     for presence in report.presences {
       print("  \(presence.name)\t\(presence.text)")
     }
-    print("Locks:" + (report.locks.isEmpty ? " none" : ""))
-    for lock in report.locks {
+    print("Locks:" + (report.locks.map { $0.isEmpty ? " none" : "" } ?? " \(Self.notOnPostgres)"))
+    for lock in report.locks ?? [] {
       print("  \(lock.name)\t\(lock.state)")
     }
     print("Signals:" + (report.signals.isEmpty ? " none" : ""))
@@ -148,8 +187,8 @@ struct StatusCommand: AsyncParsableCommand {
     for mailbox in report.mailboxes {
       print("  \(mailbox.name)\t\(mailbox.waiting) waiting\t\(mailbox.quarantined) quarantined\t\(mailbox.bytes) bytes")
     }
-    print("Databases:" + (report.databases.isEmpty ? " none" : ""))
-    for database in report.databases {
+    print("Databases:" + (report.databases.map { $0.isEmpty ? " none" : "" } ?? " \(Self.notOnPostgres)"))
+    for database in report.databases ?? [] {
       print(
         "  \(database.name)\t\(database.bytes) bytes\tschema \(database.schemaVersion ?? "none") "
           + "(\(database.migrations) migrations)\t\(database.file)")

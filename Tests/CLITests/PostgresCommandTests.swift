@@ -9,9 +9,10 @@ import Testing
 #endif
 
 #if Postgres
-  /// `liaison lock`, `presence`, `post`, `wait`, `observe` and `state` on PostgreSQL (`--postgres
-  /// URL` or `$LIAISON_POSTGRES_URL`), across real `liaison` processes and a real server that the
-  /// tests stop and whose sessions they terminate.
+  /// `liaison lock`, `presence`, `post`, `wait`, `observe`, `state`, `defaults`, `send`,
+  /// `receive`, `peek`, `requeue` and `status` on PostgreSQL (`--postgres URL` or
+  /// `$LIAISON_POSTGRES_URL`), across real `liaison` processes and a real server that the tests
+  /// stop and whose sessions they terminate.
   @Suite("The liaison command on PostgreSQL")
   struct PostgresCommandTests {
     /// The folder for the commands' marker files, and `$LIAISON_CONTAINER` (which `--postgres`
@@ -211,11 +212,6 @@ import Testing
       #expect(both.errors.contains("not both"))
       let namespaceAlone = try liaison(["post", "s", "--namespace", "x"])
       #expect(namespaceAlone.status == 64)
-      // A command that works on a folder only refuses to ignore $LIAISON_POSTGRES_URL.
-      let folderOnly = try liaison(
-        ["defaults", "read", "app"], environment: ["LIAISON_POSTGRES_URL": "postgres://a@h/b"])
-      #expect(folderOnly.status == 64)
-      #expect(folderOnly.errors.contains("works on a folder only"), "\(folderOnly.errors)")
     }
 
     /// No server where the URL points: status 70, one line.
@@ -295,6 +291,115 @@ import Testing
       #expect(try observer.readLine() == "second 2 1")
       observer.kill(SIGTERM)
       observer.wait()
+    }
+
+    // MARK: - Defaults, mailboxes and status
+
+    /// What one `liaison defaults write` stores, another reads, observes and deletes; the
+    /// environment names the database as well as --postgres does.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func defaultsRoundTripBetweenProcesses() throws {
+      let server = try PostgresTestServer.shared.get()
+      #expect(try liaison(["defaults", "write", "app", "theme", "dark"] + place(server)).status == 0)
+      #expect(try liaison(["defaults", "write", "app", "volume", "0.8"] + place(server)).status == 0)
+      let theme = try liaison(["defaults", "read", "app", "theme"] + place(server))
+      #expect(theme.status == 0 && theme.output == "\"dark\"\n", "\(theme)")
+      let byEnvironment = ["LIAISON_POSTGRES_URL": server.url, "LIAISON_NAMESPACE": namespace]
+      let domain = try liaison(["defaults", "read", "app"], environment: byEnvironment)
+      #expect(domain.output == "theme = \"dark\"\nvolume = 0.8\n", "\(domain)")
+      let all = try liaison(["defaults", "read", "--json"] + place(server))
+      #expect(all.output == #"{"app":{"theme":"dark","volume":0.8}}"# + "\n", "\(all)")
+
+      // An observer of a key prints its value now, then each new value.
+      let observer = try start(["defaults", "observe", "app", "theme"] + place(server))
+      #expect(try observer.readLine() == "\"dark\"")
+      #expect(try liaison(["defaults", "write", "app", "theme", "light"] + place(server)).status == 0)
+      #expect(try observer.readLine() == "\"light\"")
+      #expect(try liaison(["defaults", "delete", "app", "theme"] + place(server)).status == 0)
+      #expect(try observer.readLine() == "null")
+      observer.kill(SIGTERM)
+      observer.wait()
+
+      let deleted = try liaison(["defaults", "read", "app", "theme"] + place(server))
+      #expect(deleted.status == 1 && deleted.output.isEmpty, "\(deleted)")
+      #expect(try liaison(["defaults", "read", "nowhere", "theme"] + place(server)).status == 1)
+      let badKey = try liaison(["defaults", "write", "app", "a b", "x"] + place(server))
+      #expect(badKey.status == 64 && badKey.errors.hasPrefix("liaison: "), "\(badKey)")
+      #expect(try liaison(["defaults", "delete", "app"] + place(server)).status == 0)
+      #expect(try liaison(["defaults", "read", "app"] + place(server)).output.isEmpty)
+    }
+
+    /// Messages sent by one process are peeked at without being consumed, then received in order
+    /// by others: --count takes some, --no-ack leaves them for the next receiver, --json shows
+    /// the envelope. `status` lists the mailbox and the defaults domain.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func sendPeekReceiveAndStatus() throws {
+      let server = try PostgresTestServer.shared.get()
+      let first = try liaison(["send", "inbox", "hello"] + place(server))
+      #expect(first.status == 0, "\(first.errors)")
+      let id = first.output.trimmingCharacters(in: .newlines)
+      #expect(!id.isEmpty)
+      #expect(
+        try liaison(["send", "inbox", #"{"n":1}"#, "--id", "m2", "--sender", "tester"] + place(server)).output == "m2\n"
+      )
+      #expect(try liaison(["send", "inbox", "third"] + place(server)).status == 0)
+      #expect(try liaison(["send", "inbox", "again", "--id", "m2"] + place(server)).output == "m2\n")  // stored once
+
+      for _ in 0..<2 {
+        let peeked = try liaison(["peek", "inbox"] + place(server))
+        let lines = peeked.output.split(separator: "\n").map(String.init)
+        #expect(lines.count == 3, "\(peeked)")
+        #expect(lines.first == "\(id)\tliaison\t\"hello\"", "\(peeked)")
+        #expect(lines.dropFirst().first?.hasPrefix("m2\ttester\t") == true, "\(peeked)")
+      }
+      #expect(try liaison(["peek", "empty"] + place(server)).output.isEmpty)
+
+      #expect(try liaison(["defaults", "write", "app", "mode", "fast"] + place(server)).status == 0)
+      let status = try liaison(["status"] + place(server))
+      #expect(status.status == 0, "\(status)")
+      #expect(status.output.hasPrefix("Namespace \(namespace) (PostgreSQL)\n"), "\(status.output)")
+      #expect(status.output.contains("Defaults:\n  app\t1 key\n"), "\(status.output)")
+      #expect(status.output.contains("Mailboxes:\n  inbox\t3 waiting\t0 quarantined\t"), "\(status.output)")
+      #expect(status.output.contains("Locks: not available on PostgreSQL\n"), "\(status.output)")
+      let statusJSON = try liaison(["status", "--json"] + place(server))
+      let report = try #require(
+        try JSONSerialization.jsonObject(with: Data(statusJSON.output.utf8)) as? [String: Any], "\(statusJSON)")
+      #expect(report["namespace"] as? String == namespace)
+      #expect((report["mailboxes"] as? [[String: Any]])?.first?["waiting"] as? Int == 3)
+
+      let one = try liaison(["receive", "inbox", "--count", "1"] + place(server))
+      #expect(one.status == 0 && one.output == "\"hello\"\n", "\(one)")
+      let unacknowledged = try liaison(["receive", "inbox", "--no-ack", "--json"] + place(server))
+      let envelopes = unacknowledged.output.split(separator: "\n").map(String.init)
+      #expect(envelopes.count == 2, "\(unacknowledged)")
+      let envelope = try #require(
+        try JSONSerialization.jsonObject(with: Data((envelopes.first ?? "").utf8)) as? [String: Any])
+      #expect(envelope["id"] as? String == "m2")
+      #expect(envelope["sender"] as? String == "tester")
+      #expect((envelope["payload"] as? [String: Any])?["n"] as? Int == 1)
+      let rest = try liaison(["receive", "inbox"] + place(server))
+      #expect(rest.status == 0 && rest.output.split(separator: "\n").last == "\"third\"", "\(rest)")
+      #expect(rest.output.split(separator: "\n").count == 2, "\(rest)")
+      let none = try liaison(["receive", "inbox"] + place(server))
+      #expect(none.status == 0 && none.output.isEmpty, "\(none)")
+      #expect(try liaison(["requeue", "inbox"] + place(server)).output == "0\n")
+    }
+
+    /// While one `receive --follow` holds a mailbox, another `receive` exits 75 at once.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func aSecondReceiverIsBusy() throws {
+      let server = try PostgresTestServer.shared.get()
+      let follower = try start(["receive", "jobs", "--follow"] + place(server))
+      #expect(try liaison(["send", "jobs", "first"] + place(server)).status == 0)
+      // Printed: the follower holds the mailbox.
+      #expect(try follower.readLine() == "\"first\"")
+      let second = try liaison(["receive", "jobs"] + place(server))
+      #expect(second.status == 75, "\(second)")
+      #expect(second.errors.contains("already has a receiver"), "\(second.errors)")
+      #expect(try liaison(["send", "jobs", "second"] + place(server)).status == 0)
+      #expect(try follower.readLine() == "\"second\"")
+      follower.kill(SIGTERM)
+      follower.wait()
     }
   }
 #else

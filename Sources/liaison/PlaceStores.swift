@@ -1,0 +1,228 @@
+import Foundation
+import Liaison
+import LiaisonStore
+
+#if Postgres
+  import LiaisonPostgres
+#endif
+
+/// What `defaults`, `send`, `receive`, `peek`, `requeue` and `status` need of a place, on top of
+/// ``CommandPlace``: the stored values of either backend, in the value types they share.
+protocol CommandStores: Sendable {
+  /// A defaults domain of the place.
+  associatedtype DefaultsDomain: CommandDefaults
+  /// A mailbox of the place.
+  associatedtype MailboxHandle: CommandMailbox
+
+  /// The defaults domain called `name` (see ``LiaisonName`` for the rule names follow).
+  func defaultsDomain(_ name: String) async throws -> DefaultsDomain
+  /// Every defaults domain that has values, with how many keys each has, by name; creates nothing.
+  func defaultsDomainList() async throws -> [(domain: LiaisonName, keyCount: Int)]
+  /// The mailbox called `name`, whose messages sent through it carry `sender`.
+  func mailboxHandle(_ name: String, sender: String) async throws -> MailboxHandle
+  /// Every mailbox that holds messages, by name; creates nothing.
+  func mailboxList() async throws -> [MailboxInfo]
+
+  /// What `status` names the place by.
+  var placeName: PlaceName { get }
+  /// Every lock with its state as `status` shows it; `nil` when the place cannot list its locks.
+  func lockStates() async throws -> [(name: String, state: Result<String, any Error>)]?
+  /// Every signal that has been posted or set, with its state.
+  func signalReports() async throws -> [(name: String, state: Result<UInt64, any Error>)]
+  /// The place's shared databases; `nil` when the place has none.
+  func databaseReports() async throws -> [StatusCommand.DatabaseReport]?
+}
+
+/// A place by name: a folder, or a namespace in a PostgreSQL database.
+enum PlaceName {
+  case container(String)
+  case namespace(String)
+}
+
+/// A defaults domain as the `defaults` commands use it.
+protocol CommandDefaults: Sendable {
+  /// The notifications of the domain's changes.
+  associatedtype Changes: AsyncSequence & Sendable where Changes.Element == SignalNotification
+
+  /// The stored form of the key called `name`; `nil` when it has no value.
+  func storedValue(of name: LiaisonName) async throws -> DefaultsRawValue?
+  /// Every value of the domain by key, each row read on its own.
+  func storedRows() async throws -> [(key: String, value: Result<DefaultsRawValue, LiaisonError>)]
+  /// Stores JSON text for the key called `name`.
+  func write(json: Data, for name: LiaisonName) async throws
+  /// Deletes the key called `name`, or every key when `name` is `nil`.
+  func delete(_ name: LiaisonName?) async throws
+  /// The domain's changes, from now on.
+  func changeNotifications() async throws -> Changes
+}
+
+/// A mailbox as `send`, `receive`, `peek` and `requeue` use it.
+protocol CommandMailbox: Sendable {
+  /// The mailbox's one receiver.
+  associatedtype Receiver: CommandReceiver
+
+  /// The largest message the mailbox takes, in bytes.
+  func maximumMessageSize() async throws -> Int
+  /// Sends JSON text; returns the message's id.
+  func send(json: Data, id: String?) async throws -> String
+  /// The first `limit` messages, quarantined ones included, without receiving them.
+  func entries(limit: Int) async throws -> [MailboxEntry]
+  /// Puts the quarantined messages (those with `ids`, or all) back in the queue; returns how many.
+  func requeue(ids: [String]?) async throws -> Int
+  /// Becomes the mailbox's receiver, without waiting.
+  ///
+  /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another receiver has the mailbox.
+  func claimReceiver() async throws -> Receiver
+}
+
+/// A mailbox's receiver as `receive` uses it.
+protocol CommandReceiver: Sendable {
+  /// Up to `limit` messages in their stored form: those waiting now, or when `waiting`, at
+  /// least one, waiting for it.
+  func batch(limit: Int, waiting: Bool) async throws -> [MailboxEnvelope<MailboxPayload>]
+  /// Acknowledges (removes) the messages.
+  func acknowledge(batch: [MailboxEnvelope<MailboxPayload>]) async throws
+  /// Ends the receiver: unacknowledged messages go to the next one.
+  func end() async
+}
+
+// MARK: - A folder
+
+extension SharedContainer: CommandStores {
+  func defaultsDomain(_ name: String) async throws -> SharedDefaults { try await defaults(name) }
+
+  func defaultsDomainList() async throws -> [(domain: LiaisonName, keyCount: Int)] { try defaultsDomains() }
+
+  func mailboxHandle(_ name: String, sender: String) async throws -> Mailbox {
+    try await mailbox(name, sender: sender)
+  }
+
+  func mailboxList() async throws -> [MailboxInfo] { try mailboxes() }
+
+  var placeName: PlaceName { .container(directory) }
+
+  func lockStates() async throws -> [(name: String, state: Result<String, any Error>)]? {
+    try locks().map { lock in
+      (lock.name.rawValue, Result<String, any Error> { "\(try lock.probe())" })
+    }
+  }
+
+  func signalReports() async throws -> [(name: String, state: Result<UInt64, any Error>)] {
+    try signalNames().map { name in
+      (name.rawValue, Result<UInt64, any Error> { try signal(name.rawValue).state })
+    }
+  }
+
+  func databaseReports() async throws -> [StatusCommand.DatabaseReport]? {
+    try sharedDatabases().map {
+      StatusCommand.DatabaseReport(
+        name: $0.name.rawValue, file: $0.path, bytes: $0.size, schemaVersion: $0.migrations.last,
+        migrations: $0.migrations.count)
+    }
+  }
+}
+
+extension SharedDefaults: CommandDefaults {
+  func storedValue(of name: LiaisonName) async throws -> DefaultsRawValue? { try rawValue(for: name) }
+
+  func storedRows() async throws -> [(key: String, value: Result<DefaultsRawValue, LiaisonError>)] {
+    try rowsReadOneByOne()
+  }
+
+  func write(json: Data, for name: LiaisonName) async throws { try await setJSON(json, for: name) }
+
+  func delete(_ name: LiaisonName?) async throws {
+    if let name { try await remove(named: name) } else { try await removeAll() }
+  }
+
+  func changeNotifications() async throws -> SignalNotifications { try changes() }
+}
+
+extension Mailbox: CommandMailbox {
+  func maximumMessageSize() async throws -> Int { try limits().maximumMessageSize }
+
+  func send(json: Data, id: String?) async throws -> String { try await sendJSON(json, id: id) }
+
+  func entries(limit: Int) async throws -> [MailboxEntry] { try peek(limit: limit) }
+
+  func requeue(ids: [String]?) async throws -> Int { try await requeueQuarantined(ids: ids) }
+
+  func claimReceiver() async throws -> MailboxReceiver { try receiver() }
+}
+
+extension MailboxReceiver: CommandReceiver {
+  func batch(limit: Int, waiting: Bool) async throws -> [MailboxEnvelope<MailboxPayload>] {
+    waiting ? try await receiveStored(limit: limit) : try receiveAvailableStored(limit: limit)
+  }
+
+  func acknowledge(batch: [MailboxEnvelope<MailboxPayload>]) async throws { try await acknowledge(batch) }
+
+  func end() async { close() }
+}
+
+// MARK: - PostgreSQL
+
+#if Postgres
+  extension PostgresContainer: CommandStores {
+    func defaultsDomain(_ name: String) async throws -> PostgresDefaults { try defaults(name) }
+
+    func defaultsDomainList() async throws -> [(domain: LiaisonName, keyCount: Int)] { try await defaultsDomains() }
+
+    func mailboxHandle(_ name: String, sender: String) async throws -> PostgresMailbox {
+      try mailbox(name, sender: sender)
+    }
+
+    func mailboxList() async throws -> [MailboxInfo] { try await mailboxes() }
+
+    var placeName: PlaceName { .namespace(namespace.rawValue) }
+
+    /// `nil`: a lock on PostgreSQL is a session lock of the server's, which keeps no list of them
+    /// by name.
+    func lockStates() async throws -> [(name: String, state: Result<String, any Error>)]? { nil }
+
+    func signalReports() async throws -> [(name: String, state: Result<UInt64, any Error>)] {
+      try await signalStates().map { ($0.name.rawValue, .success($0.state)) }
+    }
+
+    /// `nil`: shared databases are SQLite files in a folder.
+    func databaseReports() async throws -> [StatusCommand.DatabaseReport]? { nil }
+  }
+
+  extension PostgresDefaults: CommandDefaults {
+    func storedValue(of name: LiaisonName) async throws -> DefaultsRawValue? { try await rawValue(for: name) }
+
+    func storedRows() async throws -> [(key: String, value: Result<DefaultsRawValue, LiaisonError>)] {
+      try await rowsReadOneByOne()
+    }
+
+    func write(json: Data, for name: LiaisonName) async throws { try await setJSON(json, for: name) }
+
+    func delete(_ name: LiaisonName?) async throws {
+      if let name { try await remove(named: name) } else { try await removeAll() }
+    }
+
+    func changeNotifications() async throws -> PostgresSignalNotifications { try await changes() }
+  }
+
+  extension PostgresMailbox: CommandMailbox {
+    func maximumMessageSize() async throws -> Int { try await limits().maximumMessageSize }
+
+    func send(json: Data, id: String?) async throws -> String { try await sendJSON(json, id: id) }
+
+    func entries(limit: Int) async throws -> [MailboxEntry] { try await peek(limit: limit) }
+
+    func requeue(ids: [String]?) async throws -> Int { try await requeueQuarantined(ids: ids) }
+
+    func claimReceiver() async throws -> PostgresMailboxReceiver { try await receiver(timeout: .zero) }
+  }
+
+  extension PostgresMailboxReceiver: CommandReceiver {
+    func batch(limit: Int, waiting: Bool) async throws -> [MailboxEnvelope<MailboxPayload>] {
+      waiting ? try await receiveStored(limit: limit) : try await receiveAvailableStored(limit: limit)
+    }
+
+    func acknowledge(batch: [MailboxEnvelope<MailboxPayload>]) async throws { try await acknowledge(batch) }
+
+    func end() async { await close() }
+  }
+#endif
