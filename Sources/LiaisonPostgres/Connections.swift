@@ -81,6 +81,8 @@
       connection.closeFuture.whenComplete { [weak self] _ in
         let holder = self?.holders.withLock { $0.removeValue(forKey: key) }
         holder?.session?.lose("its connection to the server closed (a server restart, or the session was terminated)")
+        // After the holder knows: a statement of its session that fails now reports the loss.
+        Statements.connectionClosed(key)
       }
       return connection
     }
@@ -210,21 +212,25 @@
       return rows
     }
 
+    /// One statement, which ends when its connection closes whatever postgres-nio does: a
+    /// statement written as the connection closes is never answered by postgres-nio (its task
+    /// never reaches the channel's handler), and would wait for ever.
     private static func runOne(
       _ query: PostgresQuery, on connection: PostgresConnection, within limit: Duration?, logger: Logger
     ) async throws -> [PostgresRow] {
-      guard let limit else { return try await connection.query(query, logger: logger).collect() }
       let expired = Locked(false)
-      let watchdog = Task {
-        try await Task.sleep(for: limit)
-        expired.withLock { $0 = true }
-        try? await connection.close()
+      let watchdog = limit.map { limit in
+        Task {
+          try await Task.sleep(for: limit)
+          expired.withLock { $0 = true }
+          try? await connection.close()
+        }
       }
-      defer { watchdog.cancel() }
+      defer { watchdog?.cancel() }
       do {
-        return try await connection.query(query, logger: logger).collect()
+        return try await Statements.run(on: connection) { try await connection.query(query, logger: logger).collect() }
       } catch {
-        if expired.withLock({ $0 }) {
+        if let limit, expired.withLock({ $0 }) {
           throw LiaisonError(
             .unavailable,
             "The server did not answer within \(limit) (a cut network, or a server stopped or overloaded); the "
@@ -232,6 +238,72 @@
         }
         throw error
       }
+    }
+  }
+
+  /// The statements in flight, by connection: each ends with an error when its connection closes,
+  /// even if postgres-nio never answers it. The connection's one close callback (registered when
+  /// it is made, in ``Connector``) ends them, so that statements add no callbacks of their own.
+  enum Statements {
+    private struct Waiter: Sendable {
+      let fail: @Sendable (any Error) -> Void
+    }
+
+    private static let inFlight = Locked<[ObjectIdentifier: [Int: Waiter]]>([:])
+    private static let nextID = Locked(0)
+
+    /// Runs `body` (a statement on `connection`); throws as soon as the connection closes. The
+    /// statement's task is cancelled when the caller's is.
+    static func run<Result: Sendable>(
+      on connection: PostgresConnection, _ body: @escaping @Sendable () async throws -> Result
+    ) async throws -> Result {
+      let key = ObjectIdentifier(connection)
+      let id = nextID.withLock { id -> Int in
+        id += 1
+        return id
+      }
+      let resumed = Locked(false)
+      let work = Locked<Task<Void, Never>?>(nil)
+      return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
+          @Sendable func finish(_ result: Swift.Result<Result, any Error>) {
+            let first = resumed.withLock { resumed -> Bool in
+              defer { resumed = true }
+              return !resumed
+            }
+            guard first else { return }
+            _ = inFlight.withLock { $0[key]?.removeValue(forKey: id) }
+            continuation.resume(with: result)
+          }
+          inFlight.withLock { $0[key, default: [:]][id] = Waiter(fail: { finish(.failure($0)) }) }
+          if connection.isClosed {
+            finish(.failure(closed))
+            return
+          }
+          work.withLock {
+            $0 = Task {
+              do {
+                finish(.success(try await body()))
+              } catch {
+                finish(.failure(error))
+              }
+            }
+          }
+        }
+      } onCancel: {
+        work.withLock { $0 }?.cancel()
+      }
+    }
+
+    private static let closed = LiaisonError(
+      .unavailable,
+      "The connection to the server closed (a server restart, a terminated session, or a connection given up "
+        + "after no answer). Try again once the server answers.")
+
+    /// Ends every statement in flight on the connection with the key `key`: it closed.
+    static func connectionClosed(_ key: ObjectIdentifier) {
+      let waiters = inFlight.withLock { $0.removeValue(forKey: key) } ?? [:]
+      for waiter in waiters.values { waiter.fail(closed) }
     }
   }
 

@@ -96,15 +96,16 @@
 
     /// Listens until stopped, reconnecting after a pause when the connection ends.
     private func run() async {
-      var pause: Duration = .milliseconds(50)
-      var everListened = false
+      let pause = Locked<Duration>(.milliseconds(50))
+      let everListened = Locked(false)
       while !Task.isCancelled {
         do {
           let connection = try await connector.connect()
           defer { connector.close(connection) }
           // A LISTEN that gets no answer within the reply bound (a server that stopped answering
           // in between) closes its connection: subscribers waiting for it learn of it, and the
-          // loop connects again, instead of waiting on a silent connection.
+          // loop connects again, instead of waiting on a silent connection. The listening ends
+          // when the connection closes, even if postgres-nio never answers (`Statements`).
           let started = Locked(false)
           let watchdog = Task { [connector] in
             try? await Task.sleep(for: connector.timing.replyTimeout)
@@ -112,21 +113,8 @@
           }
           defer { watchdog.cancel() }
           try await withTaskCancellationHandler {
-            try await connection.listen(on: Schema.channel) { notifications in
-              started.withLock { $0 = true }
-              let (waiting, subscribers) = state.withLock { state in
-                state.listening = true
-                state.epoch += 1
-                defer { state.waiting = [] }
-                return (state.waiting, Array(state.subscribers.values))
-              }
-              for continuation in waiting { continuation.resume() }
-              if everListened {
-                for subscriber in subscribers { subscriber.deliver(nil) }  // read again: posts may be missed
-              }
-              everListened = true
-              pause = .milliseconds(50)
-              for try await notification in notifications { dispatch(notification.payload) }
+            try await Statements.run(on: connection) {
+              try await self.listen(on: connection, started: started, everListened: everListened, pause: pause)
             }
           } onCancel: {
             connector.close(connection)
@@ -144,11 +132,37 @@
         }
         state.withLock { $0.listening = false }
         do {
-          try await Task.sleep(for: pause)
+          try await Task.sleep(for: pause.withLock { $0 })
         } catch {
           return
         }
-        pause = min(pause * 2, .seconds(1))
+        pause.withLock { $0 = min($0 * 2, .seconds(1)) }
+      }
+    }
+
+    /// `LISTEN`s on `connection` and dispatches its notifications until it ends; tells the
+    /// waiting subscribers once it listens, and every subscriber to read again after a reconnect.
+    private func listen(
+      on connection: PostgresConnection, started: Locked<Bool>, everListened: Locked<Bool>, pause: Locked<Duration>
+    ) async throws {
+      try await connection.listen(on: Schema.channel) { notifications in
+        started.withLock { $0 = true }
+        let (waiting, subscribers) = state.withLock { state in
+          state.listening = true
+          state.epoch += 1
+          defer { state.waiting = [] }
+          return (state.waiting, Array(state.subscribers.values))
+        }
+        for continuation in waiting { continuation.resume() }
+        let reconnected = everListened.withLock { ever in
+          defer { ever = true }
+          return ever
+        }
+        if reconnected {
+          for subscriber in subscribers { subscriber.deliver(nil) }  // read again: posts may be missed
+        }
+        pause.withLock { $0 = .milliseconds(50) }
+        for try await notification in notifications { dispatch(notification.payload) }
       }
     }
 
