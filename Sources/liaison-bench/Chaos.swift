@@ -383,6 +383,23 @@ enum Chaos {
         let sent = try defaults.get(DefaultsKey<Int>(validating: "sent-w\(worker)")) ?? 0
         for sequence in 0..<sent { expected.insert("w\(worker)-\(sequence)") }
       }
+      let (received, repeats) = try readReceiverLogs(in: logs)
+      let lost = expected.subtracting(received)
+      if !lost.isEmpty { violation("mailbox: \(lost.count) messages lost, e.g. \(lost.sorted().prefix(5))") }
+      let inbox = try container.mailbox("chaos-inbox")
+      if try inbox.count() != 0 { violation("mailbox: \(try inbox.count()) messages left undelivered") }
+      if !(try inbox.peek()).isEmpty { violation("mailbox: quarantined messages") }
+      figures += [
+        ("messages recorded as sent", expected.count), ("distinct messages received", received.count),
+        ("messages delivered again after a kill", repeats),
+      ]
+    }
+
+    /// The receiver's logs (worker 0's incarnations, in order): the distinct messages received,
+    /// and how many were received again. A message received again after its acknowledgement
+    /// ("A" after its batch) is a violation; after an "e" line (an acknowledgement that failed,
+    /// and may or may not have committed) its batch counts as unacknowledged.
+    mutating func readReceiverLogs(in logs: String) throws -> (received: Set<String>, repeats: Int) {
       let receiverLogs = try FileManager.default.contentsOfDirectory(atPath: logs)
         .filter { $0.hasPrefix("worker-0-") }
         .sorted { Int($0.split(separator: "-")[2].dropLast(4))! < Int($1.split(separator: "-")[2].dropLast(4))! }
@@ -397,6 +414,8 @@ enum Chaos {
             batch = []
           } else if line.hasPrefix("E ") {
             violation("the receiver failed: \(line.dropFirst(2))")
+          } else if line.hasPrefix("e ") {
+            batch = []
           } else if line.hasPrefix("R ") {
             let id = String(line.dropFirst(2))
             if received.contains(id) {
@@ -409,15 +428,7 @@ enum Chaos {
           }
         }
       }
-      let lost = expected.subtracting(received)
-      if !lost.isEmpty { violation("mailbox: \(lost.count) messages lost, e.g. \(lost.sorted().prefix(5))") }
-      let inbox = try container.mailbox("chaos-inbox")
-      if try inbox.count() != 0 { violation("mailbox: \(try inbox.count()) messages left undelivered") }
-      if !(try inbox.peek()).isEmpty { violation("mailbox: quarantined messages") }
-      figures += [
-        ("messages recorded as sent", expected.count), ("distinct messages received", received.count),
-        ("messages delivered again after a kill", repeats),
-      ]
+      return (received, repeats)
     }
 
     /// Every store opens and passes `PRAGMA integrity_check`; the signal's file reads.

@@ -371,36 +371,7 @@ import Foundation
     private static func checkMailbox(
       logs: String, sent: Set<String>, server: PostgresTestServer, report: inout Chaos.Report
     ) throws {
-      let receiverLogs = try FileManager.default.contentsOfDirectory(atPath: logs)
-        .filter { $0.hasPrefix("worker-0-") }
-        .sorted { Int($0.split(separator: "-")[2].dropLast(4))! < Int($1.split(separator: "-")[2].dropLast(4))! }
-      var received: Set<String> = []
-      var unacknowledged: Set<String> = []
-      var repeats = 0
-      for file in receiverLogs {
-        var batch: [String] = []
-        for line in try String(contentsOfFile: logs + "/" + file, encoding: .utf8).split(separator: "\n") {
-          if line == "A" {
-            unacknowledged.subtract(batch)
-            batch = []
-          } else if line.hasPrefix("E ") {
-            report.violation("the receiver failed: \(line.dropFirst(2))")
-          } else if line.hasPrefix("e ") {
-            batch = []  // the acknowledgement of that batch may or may not have committed
-          } else if line.hasPrefix("R ") {
-            let id = String(line.dropFirst(2))
-            if received.contains(id) {
-              repeats += 1
-              if !unacknowledged.contains(id) {
-                report.violation("mailbox: \(id) delivered again after its acknowledgement")
-              }
-            }
-            received.insert(id)
-            unacknowledged.insert(id)
-            batch.append(id)
-          }
-        }
-      }
+      let (received, repeats) = try report.readReceiverLogs(in: logs)
       let lost = sent.subtracting(received)
       if !lost.isEmpty { report.violation("mailbox: \(lost.count) messages lost, e.g. \(lost.sorted().prefix(5))") }
       let left = try count("SELECT count(*) FROM liaison.mailbox_message WHERE namespace = 'chaos'", server)
