@@ -70,6 +70,7 @@ let package = Package(
     .executableTarget(
       name: "liaison",
       dependencies: [
+        "CLiaison",
         "Liaison",
         "ChildProcesses",
         "LiaisonCommandLine",

@@ -1,3 +1,4 @@
+import CLiaison
 import Foundation
 import Liaison
 
@@ -121,8 +122,8 @@ private struct SignalForwarding {
   static let ignored = [SIGINT, SIGQUIT]
 
   init() {
-    supervisedChild = 0
-    signalBeforeStart = 0
+    cliaison_signal_word_store(supervisedChild, 0)
+    cliaison_signal_word_store(signalBeforeStart, 0)
     var action = sigaction()
     #if os(Linux)
       action.__sigaction_handler.sa_handler = forwardSignal
@@ -141,30 +142,37 @@ private struct SignalForwarding {
   /// started (the command may run, and be signalled through `liaison`, before `posix_spawn`
   /// has returned here).
   func forward(to pid: pid_t) {
-    supervisedChild = pid
-    let pending = signalBeforeStart
+    cliaison_signal_word_store(supervisedChild, pid)
+    let pending = cliaison_signal_word_load(signalBeforeStart)
     if pending != 0 { _ = kill(pid, pending) }
   }
 
   /// Stops passing signals on (the command has been reaped: its pid may be another's).
-  func stop() { supervisedChild = -1 }
+  func stop() { cliaison_signal_word_store(supervisedChild, -1) }
 }
 
-/// The supervised command's pid: 0 before it starts, -1 once it has been reaped. Read by the
-/// signal handler (an aligned 32-bit word, read and written whole).
-nonisolated(unsafe) private var supervisedChild: pid_t = 0
+/// The supervised command's pid: 0 before it starts, -1 once it has been reaped. Shared with the
+/// signal handler through atomic loads and stores (CLiaison), in memory of its own, made (and
+/// so initialised) before the handler is installed; `nonisolated(unsafe)`: only atomics touch it.
+nonisolated(unsafe) private let supervisedChild = newSignalWord()
 
 /// A signal that came before the command's pid was known, for ``SignalForwarding/forward(to:)``.
-nonisolated(unsafe) private var signalBeforeStart: CInt = 0
+nonisolated(unsafe) private let signalBeforeStart = newSignalWord()
+
+private func newSignalWord() -> UnsafeMutablePointer<Int32> {
+  let word = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+  word.initialize(to: 0)
+  return word
+}
 
 /// Passes a signal on to the supervised command, or keeps it for the command about to start.
 /// Only async-signal-safe calls (`kill`).
 private func forwardSignal(_ number: CInt) {
-  let child = supervisedChild
+  let child = cliaison_signal_word_load(supervisedChild)
   if child > 0 {
     _ = kill(child, number)
   } else if child == 0 {
-    signalBeforeStart = number
+    cliaison_signal_word_store(signalBeforeStart, number)
   }
 }
 
