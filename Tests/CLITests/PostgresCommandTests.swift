@@ -115,7 +115,7 @@ import Testing
       let job = try start(
         ["lock"] + place(server) + [
           "nightly-report", "--", "sh", "-c",
-          "trap 'echo TERM > \(marker); kill $s; exit 0' TERM; echo ready; sleep 1000 & s=$!; wait $s",
+          "trap 'echo TERM > \(marker); kill $s; exit 0' TERM; sleep 1000 & s=$!; echo ready; wait $s",
         ])
       #expect(try job.readLine() == "ready")
       try server.stop()
