@@ -17,6 +17,8 @@
       let posts: UInt64
       let state: UInt64
       let sender: UInt64
+      /// What follows the name, as it is: a send's messages, for ``CarriedMessages``.
+      let detail: Substring
     }
 
     private struct Subscriber: Sendable {
@@ -167,13 +169,15 @@
     }
 
     private func dispatch(_ payload: String) {
-      let words = payload.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
-      guard words.count >= 3 else { return }
+      let parts = payload.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
+      guard parts.count >= 3 else { return }
+      let detail = parts.count > 3 ? parts[3] : ""
+      let words = detail.split(separator: " ", omittingEmptySubsequences: false)
       let event = Event(
-        kind: words[0], namespace: words[1], name: words[2],
-        posts: words.count > 3 ? UInt64(words[3]) ?? 0 : 0,
-        state: words.count > 4 ? UInt64(bitPattern: Int64(words[4]) ?? 0) : 0,
-        sender: words.count > 5 ? UInt64(words[5], radix: 16) ?? 0 : 0)
+        kind: String(parts[0]), namespace: String(parts[1]), name: String(parts[2]),
+        posts: words.count > 0 ? UInt64(words[0]) ?? 0 : 0,
+        state: words.count > 1 ? UInt64(bitPattern: Int64(words[1]) ?? 0) : 0,
+        sender: words.count > 2 ? UInt64(words[2], radix: 16) ?? 0 : 0, detail: detail)
       let subscribers = state.withLock { state in
         state.subscribers.values.filter {
           $0.kind == event.kind && $0.namespace == event.namespace && $0.name == event.name

@@ -8,9 +8,31 @@
   /// one after another, in the order they commit: a receiver that has read up to a position never
   /// meets a message committed later at a smaller one. Each change is one statement (a call of
   /// one of these functions): one round trip, one commit, all or nothing.
+  ///
+  /// A small send carries its messages in its notification (``CarriedMessages``): the receiver
+  /// waiting for them delivers them without reading them back, one round trip sooner.
   enum MailboxSchema {
     /// The SQLSTATE of a send refused because a limit would be passed.
     static let overLimit = "LI001"
+
+    /// A send of at most this many messages, of at most ``carriedBytes`` payload bytes in all,
+    /// carries them in its notification (unless that would reach PostgreSQL's 8000 bytes).
+    static let carriedMessages = 16
+    static let carriedBytes = 4096
+
+    /// An array of the physical row ids (`ctid`) of the mailbox's messages at the positions in
+    /// the array `positions`, and with the ids in `ids` when given. Each is looked up alone, by
+    /// the primary key, whatever the planner's statistics say: a table not yet analysed
+    /// otherwise makes it scan the whole mailbox for every acknowledgement.
+    private static func rowsAt(_ positions: String, _ ids: String? = nil) -> String {
+      let sameID = ids == nil ? "" : " AND t.id = a.id"
+      let arrays = ids.map { "\(positions), \($0)) AS a(position, id" } ?? "\(positions)) AS a(position"
+      return """
+        ARRAY(SELECT (SELECT t.ctid FROM liaison.mailbox_message t
+            WHERE t.namespace = p_namespace AND t.mailbox = p_mailbox AND t.position = a.position\(sameID))
+          FROM unnest(\(arrays)))
+        """
+    }
 
     static var tablesAndFunctions: String {
       let defaults = MailboxLimits()
@@ -56,17 +78,27 @@
         DECLARE
           mailbox_row liaison.mailbox%ROWTYPE;
           largest bigint;
+          incoming_bytes bigint;
+          carry boolean;
           added integer;
           added_bytes bigint;
+          carried json;
+          wake_up text;
+          carrying text;
         BEGIN
-          INSERT INTO liaison.mailbox AS b (namespace, name) VALUES (p_namespace, p_mailbox)
-            ON CONFLICT (namespace, name) DO UPDATE SET next_position = b.next_position RETURNING * INTO mailbox_row;
-          SELECT max(octet_length(p)) INTO largest FROM unnest(p_payloads) AS p;
+          SELECT * INTO mailbox_row FROM liaison.mailbox WHERE namespace = p_namespace AND name = p_mailbox FOR UPDATE;
+          IF NOT FOUND THEN
+            INSERT INTO liaison.mailbox (namespace, name) VALUES (p_namespace, p_mailbox) ON CONFLICT DO NOTHING;
+            SELECT * INTO mailbox_row FROM liaison.mailbox WHERE namespace = p_namespace AND name = p_mailbox
+              FOR UPDATE;
+          END IF;
+          SELECT max(octet_length(p)), sum(octet_length(p)) INTO largest, incoming_bytes FROM unnest(p_payloads) AS p;
           IF largest > mailbox_row.maximum_message_size THEN
             RAISE EXCEPTION USING ERRCODE = '\(overLimit)', MESSAGE = format(
               'A message for mailbox ''%s'' is %s bytes; the mailbox takes messages of at most %s bytes.',
               p_mailbox, largest, mailbox_row.maximum_message_size);
           END IF;
+          carry := cardinality(p_ids) <= \(carriedMessages) AND incoming_bytes <= \(carriedBytes);
           WITH incoming AS (
             SELECT m.* FROM unnest(p_ids, p_given, p_kinds, p_payloads) WITH ORDINALITY AS m(id, given, kind, payload, n)
             WHERE NOT m.given OR NOT EXISTS (
@@ -80,8 +112,11 @@
               i.payload
             FROM incoming i ORDER BY i.n
             ON CONFLICT (namespace, mailbox, id) DO NOTHING
-            RETURNING octet_length(payload) AS size)
-          SELECT count(*), coalesce(sum(size), 0) INTO added, added_bytes FROM stored;
+            RETURNING position, id, kind, payload)
+          SELECT count(*), coalesce(sum(octet_length(payload)), 0),
+            json_agg(json_build_object('position', position, 'id', id, 'kind', kind,
+              'payload', translate(encode(payload, 'base64'), chr(10), '')) ORDER BY position) FILTER (WHERE carry)
+          INTO added, added_bytes, carried FROM stored;
           IF mailbox_row.messages + added > mailbox_row.maximum_messages THEN
             RAISE EXCEPTION USING ERRCODE = '\(overLimit)', MESSAGE = format(
               'Mailbox ''%s'' holds %s messages and takes at most %s; %s more do not fit.',
@@ -96,7 +131,13 @@
             messages = messages + added, bytes = bytes + added_bytes
           WHERE namespace = p_namespace AND name = p_mailbox;
           IF added > 0 THEN
-            PERFORM pg_notify('liaison', concat_ws(' ', 'm', p_namespace, p_mailbox));
+            wake_up := concat_ws(' ', 'm', p_namespace, p_mailbox);
+            IF carried IS NOT NULL THEN
+              carrying := concat_ws(' ', wake_up, json_build_object('first', mailbox_row.next_position,
+                'count', cardinality(p_ids), 'sentAt', p_sent_at, 'sender', p_sender, 'messages', carried));
+            END IF;
+            -- A notification's payload must be shorter than 8000 bytes.
+            PERFORM pg_notify('liaison', CASE WHEN octet_length(carrying) < 8000 THEN carrying ELSE wake_up END);
           END IF;
           RETURN added;
         END $send$;
@@ -110,12 +151,13 @@
         LANGUAGE plpgsql AS $remove$
         BEGIN
           PERFORM 1 FROM liaison.mailbox WHERE namespace = p_namespace AND name = p_mailbox FOR UPDATE;
+          IF p_positions IS NULL THEN
+            SELECT array_agg(m.position), array_agg(m.id) INTO p_positions, p_ids FROM liaison.mailbox_message m
+            WHERE m.namespace = p_namespace AND m.mailbox = p_mailbox AND m.quarantine_reason IS NOT NULL;
+          END IF;
           RETURN QUERY
           WITH gone AS (
-            DELETE FROM liaison.mailbox_message m
-            WHERE m.namespace = p_namespace AND m.mailbox = p_mailbox
-              AND CASE WHEN p_positions IS NULL THEN m.quarantine_reason IS NOT NULL
-                  ELSE (m.position, m.id) IN (SELECT * FROM unnest(p_positions, p_ids)) END
+            DELETE FROM liaison.mailbox_message m WHERE m.ctid = ANY (\(rowsAt("p_positions", "p_ids")))
             RETURNING m.position, m.id, m.given_id, octet_length(m.payload) AS size,
               m.quarantine_reason IS NOT NULL AS quarantined),
           remembered AS (
@@ -138,10 +180,8 @@
           changed integer;
         BEGIN
           PERFORM 1 FROM liaison.mailbox WHERE namespace = p_namespace AND name = p_mailbox FOR UPDATE;
-          UPDATE liaison.mailbox_message m SET quarantine_reason = q.reason
-          FROM unnest(p_positions, p_reasons) AS q(position, reason)
-          WHERE m.namespace = p_namespace AND m.mailbox = p_mailbox AND m.position = q.position
-            AND m.quarantine_reason IS NULL;
+          UPDATE liaison.mailbox_message m SET quarantine_reason = p_reasons[array_position(p_positions, m.position)]
+          WHERE m.ctid = ANY (\(rowsAt("p_positions"))) AND m.quarantine_reason IS NULL;
           GET DIAGNOSTICS changed = ROW_COUNT;
           UPDATE liaison.mailbox SET quarantined = quarantined + changed
           WHERE namespace = p_namespace AND name = p_mailbox AND changed > 0;

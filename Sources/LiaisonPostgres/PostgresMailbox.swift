@@ -295,12 +295,59 @@
     init(_ row: PostgresRow) throws {
       let (position, id, sentAt, sender, kind, payload, reason) = try row.decode(
         (Int64, String, Double, String, Int16, Data, String?).self, context: .default)
+      self.init(
+        position: position, id: id, sentAt: sentAt, sender: sender, kind: kind, payload: payload,
+        quarantineReason: reason)
+    }
+
+    init(
+      position: Int64, id: String, sentAt: Double, sender: String, kind: Int16, payload: Data,
+      quarantineReason: String? = nil
+    ) {
       self.position = position
       self.id = id
       self.sentAt = Date(timeIntervalSince1970: sentAt)
       self.sender = sender
       self.payload = StoredValue.Kind(rawValue: Int(kind)).map { StoredValue(kind: $0, bytes: payload) }
-      quarantineReason = reason
+      self.quarantineReason = quarantineReason
+    }
+  }
+
+  /// The messages a small send carries in its notification (`liaison.mailbox_send`), after the
+  /// mailbox's name: `{"first": …, "count": …, "sentAt": …, "sender": …, "messages": [{"position":
+  /// …, "id": …, "kind": …, "payload": BASE64}, …]}`. The send took the positions `first` to
+  /// `first + count - 1`, in one commit; `messages` are the rows it stored there (a given id
+  /// that waits, or was acknowledged within the retention, took a position and stored nothing).
+  struct CarriedMessages: Decodable, Sendable {
+    struct Message: Decodable, Sendable {
+      let position: Int64
+      let id: String
+      let kind: Int16
+      let payload: Data
+    }
+
+    let first: Int64
+    let count: Int64
+    let sentAt: Double
+    let sender: String
+    let messages: [Message]
+
+    /// The messages of a notification's detail; `nil` when it carries none, or none readable
+    /// (the receiver then reads them from the table, as after a plain notification).
+    init?(_ detail: Substring) {
+      guard detail.first == "{", let carried = try? JSONDecoder().decode(Self.self, from: Data(detail.utf8))
+      else { return nil }
+      self = carried
+    }
+
+    /// The last position the send took.
+    var last: Int64 { first + count - 1 }
+
+    var rows: [MailboxRow] {
+      messages.map {
+        MailboxRow(
+          position: $0.position, id: $0.id, sentAt: sentAt, sender: sender, kind: $0.kind, payload: $0.payload)
+      }
     }
   }
 #endif

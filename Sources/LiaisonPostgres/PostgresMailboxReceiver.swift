@@ -34,15 +34,29 @@
       var cursor: Int64 = 0
       /// Messages read and not yet delivered, in order.
       var readAhead: [MailboxRow] = []
+
+      /// Takes the messages a send carried in its notification, when they are the next ones:
+      /// the send's first position follows the cursor. Sends take their positions in the order
+      /// they commit, and notifications arrive in that order, so no message lies between. Any
+      /// other notification leaves its messages to the next read.
+      mutating func take(_ carried: CarriedMessages) {
+        guard carried.first == cursor + 1 else { return }
+        readAhead += carried.rows
+        cursor = carried.last
+      }
     }
 
     init(mailbox: PostgresMailbox, held: PostgresLockGuard) async throws {
       self.mailbox = mailbox
       self.held = held
       let wakeUps = wakeUps
+      let reading = reading
       subscription = try await mailbox.container.listener.subscribe(
         kind: "m", namespace: mailbox.container.namespace, name: mailbox.name
-      ) { _ in wakeUps.ring() }
+      ) { event in
+        if let carried = event.flatMap({ CarriedMessages($0.detail) }) { reading.withLock { $0.take(carried) } }
+        wakeUps.ring()
+      }
       // A lost claim (or a closed receiver) ends every wait at once.
       Task { [held] in
         _ = await held.waitForLoss()

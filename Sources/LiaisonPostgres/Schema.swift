@@ -16,7 +16,7 @@
 
     /// The version of the schema this code needs, kept as the schema's comment: a database set
     /// up by an older version gains the newer tables and functions at the next start.
-    static let version = "Liaison schema 2"
+    static let version = "Liaison schema 3"
 
     /// The channel of every notification; the payload says which namespace and name.
     static let channel = "liaison"

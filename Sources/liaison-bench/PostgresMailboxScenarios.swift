@@ -19,8 +19,8 @@ import Foundation
     /// `pg.mailbox.latency`: a send in this process until the receiver in another process has the
     /// message (it answers with the time since the send, carried in the payload). Between samples
     /// the receiver acknowledges, and the next send waits for that. Against `pg.raw.mailbox-sql`,
-    /// the same statements on bare connections: the send function, then in the listening peer a
-    /// `LISTEN` wake-up and the receiver's `SELECT`.
+    /// the same statements on bare connections: the send function, then in the listening peer
+    /// the notification, which carries the message (a `SELECT` when it does not).
     static func latency(
       _ container: PostgresContainer, _ raw: PostgresConnection, url: String, namespace: String, peers: [Measurement]
     ) throws -> ScenarioResult {
@@ -49,8 +49,8 @@ import Foundation
       return ScenarioResult(
         measurement: Measurement("pg.mailbox.latency", samples[0]), unit: "ns",
         baselines: [Measurement("pg.raw.mailbox-sql", samples[1])] + peers,
-        target: "send: 1 round trip and a commit, which notifies; the receiver wakes on its LISTEN connection and "
-          + "reads (1 round trip); expect ≈ pg.raw.mailbox-sql; ≤ 0.5× each job queue (peer.…)")
+        target: "send: 1 round trip and a commit, whose notification carries the message to the receiver's LISTEN "
+          + "connection (no read); expect ≈ pg.raw.mailbox-sql; ≤ 0.5× each job queue (peer.…)")
     }
 
     /// `pg.mailbox.throughput`: messages per second from this process to a receiver in another,
@@ -116,36 +116,57 @@ import Foundation
     }
 
     /// LiaisonPostgres's receiver's read and acknowledgement (PostgresMailboxReceiver.swift), for
-    /// the raw mailbox: returns the new cursor and each message's payload.
+    /// the raw mailbox: returns the new cursor and each message's payload. With `carried`, the
+    /// messages a send carried in its notification (`liaison.mailbox_send`), the read is skipped
+    /// when they follow the cursor, as the receiver skips it.
     @discardableResult
     static func rawReceive(
-      _ connection: PostgresConnection, namespace: String, after cursor: Int64, each: (Data) -> Void = { _ in }
+      _ connection: PostgresConnection, namespace: String, after cursor: Int64, carried: Substring? = nil,
+      each: (Data) -> Void = { _ in }
     ) async throws -> Int64 {
-      let rows = try await connection.query(
-        """
-        SELECT position, id, sent_at, sender, kind, payload, quarantine_reason FROM liaison.mailbox_message
-        WHERE namespace = \(namespace) AND mailbox = \(rawMailbox) AND position > \(cursor)
-          AND quarantine_reason IS NULL
-        ORDER BY position LIMIT \(batchSize)
-        """, logger: RawPostgres.logger
-      ).collect()
       var positions: [Int64] = []
       var ids: [String] = []
-      for row in rows {
-        let (position, id, _, _, _, payload, _) = try row.decode(
-          (Int64, String, Double, String, Int16, Data, String?).self, context: .default)
-        positions.append(position)
-        ids.append(id)
-        each(payload)
+      var next = cursor
+      if let carried, carried.first == "{",
+        let decoded = try? JSONSerialization.jsonObject(with: Data(carried.utf8)) as? [String: Any],
+        let first = decoded["first"] as? Int64, let count = decoded["count"] as? Int64, first == cursor + 1,
+        let messages = decoded["messages"] as? [[String: Any]]
+      {
+        for message in messages {
+          guard let position = message["position"] as? Int64, let id = message["id"] as? String,
+            let base64 = message["payload"] as? String, let payload = Data(base64Encoded: base64)
+          else { throw BenchError("a carried message without its position, id or payload: \(message)") }
+          positions.append(position)
+          ids.append(id)
+          each(payload)
+        }
+        next = first + count - 1
+      } else {
+        let rows = try await connection.query(
+          """
+          SELECT position, id, sent_at, sender, kind, payload, quarantine_reason FROM liaison.mailbox_message
+          WHERE namespace = \(namespace) AND mailbox = \(rawMailbox) AND position > \(cursor)
+            AND quarantine_reason IS NULL
+          ORDER BY position LIMIT \(batchSize)
+          """, logger: RawPostgres.logger
+        ).collect()
+        for row in rows {
+          let (position, id, _, _, _, payload, _) = try row.decode(
+            (Int64, String, Double, String, Int16, Data, String?).self, context: .default)
+          positions.append(position)
+          ids.append(id)
+          each(payload)
+        }
+        next = positions.last ?? cursor
       }
-      guard let last = positions.last else { return cursor }
+      guard !positions.isEmpty else { return next }
       _ = try await connection.query(
         """
         SELECT count(*) FROM liaison.mailbox_remove(\(namespace), \(rawMailbox), \(positions), \(ids),
           \(Date().timeIntervalSince1970))
         """, logger: RawPostgres.logger
       ).collect()
-      return last
+      return next
     }
 
     // MARK: Peers
@@ -190,7 +211,8 @@ import Foundation
     }
 
     /// The raw receiver peer: `LISTEN liaison` on one bare connection; at each notification of
-    /// the raw mailbox, the receiver's read and acknowledgement on a second one. Answers each
+    /// the raw mailbox, the messages it carries or else the receiver's read, and the
+    /// acknowledgement, on a second one. Answers each
     /// message with the time since its send (its payload), and one byte once acknowledged.
     static func receiveRaw(url: String, namespace: String, input: CInt, output: CInt) throws -> Never {
       let (listening, reading) = try blocking {
@@ -201,9 +223,11 @@ import Foundation
           var cursor: Int64 = 0
           try await listening.listen(on: "liaison") { notifications in
             writeBytes(output, [UInt8(ascii: "r")])  // LISTEN is in effect
-            for try await notification in notifications where notification.payload.hasSuffix(" \(rawMailbox)") {
+            let prefix = "m \(namespace) \(rawMailbox)"
+            for try await notification in notifications where notification.payload.hasPrefix(prefix) {
               var latencies: [UInt64] = []
-              cursor = try await rawReceive(reading, namespace: namespace, after: cursor) { payload in
+              let carried = notification.payload.dropFirst(prefix.count).drop { $0 == " " }
+              cursor = try await rawReceive(reading, namespace: namespace, after: cursor, carried: carried) { payload in
                 latencies.append(now() &- (UInt64(String(decoding: payload, as: UTF8.self)) ?? 0))
               }
               for latency in latencies { writeBytes(output, encodeTimestamp(latency)) }

@@ -112,6 +112,58 @@
       #expect(try await next.receive(Int.self).map(\.payload) == [5])
     }
 
+    /// Small sends carry their messages in their notification and the receiver takes them from
+    /// there, but only when nothing can lie before them: sends too large to carry, retried ids
+    /// (a position taken, nothing stored) and a receiver that has not read everything yet must
+    /// not make it skip, repeat or reorder a message.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func carriedAndUncarriedSendsArriveInOrderOnceEach() async throws {
+      let place = try await open()
+      let inbox = try place.mailbox("inbox")
+      try await inbox.send(Note(text: "before the receiver"))
+      let receiver = try await inbox.receiver()
+      let large = "large" + String(repeating: ".", count: 5000)
+      let sends: [(texts: [String], id: String?)] = [
+        (["small 1"], "id-1"), ([large], nil), (["small 2"], nil), (["retried"], "id-1"),
+        (["small 3", "small 4"], nil), ((0..<20).map { "batch \($0)" }, nil), (["small 5"], nil),
+      ]
+      let expected = (["before the receiver"] + sends.filter { $0.texts != ["retried"] }.flatMap(\.texts)).map {
+        String($0.prefix(10))
+      }
+      let receiving = Task {
+        var texts: [String] = []
+        for try await envelope in receiver.messages(Note.self) {
+          texts.append(String(envelope.payload.text.prefix(10)))  // "large" without its 5000 dots
+          try await receiver.acknowledge(envelope)
+          if texts.count == 9 { break }
+        }
+        return texts
+      }
+      for send in sends {
+        if let id = send.id {
+          try await inbox.send(Note(text: send.texts[0]), id: id)
+        } else {
+          try await inbox.sendAll(send.texts.map(Note.init))
+        }
+      }
+      // A message skipped would leave the receiving task waiting: it ends after 30 s.
+      let deadline = Task {
+        try await Task.sleep(for: .seconds(30))
+        receiving.cancel()
+      }
+      let received = try await receiving.value
+      deadline.cancel()
+      #expect(received == Array(expected.prefix(9)))
+      // The rest (every send has returned): nothing skipped, nothing twice.
+      var rest: [MailboxEnvelope<Note>] = []
+      while case let batch = try await receiver.receiveAvailable(Note.self, limit: 100), !batch.isEmpty {
+        rest += batch
+      }
+      #expect(rest.map { String($0.payload.text.prefix(10)) } == Array(expected.dropFirst(9)))
+      try await receiver.acknowledge(rest)
+      #expect(try await inbox.count() == 0)
+    }
+
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func severalTasksOfOneReceiverNeverGetTheSameMessage() async throws {
       let place = try await open()
