@@ -80,6 +80,7 @@
           largest bigint;
           incoming_bytes bigint;
           carry boolean;
+          remembered text[];
           added integer;
           added_bytes bigint;
           carried json;
@@ -99,18 +100,21 @@
               p_mailbox, largest, mailbox_row.maximum_message_size);
           END IF;
           carry := cardinality(p_ids) <= \(carriedMessages) AND incoming_bytes <= \(carriedBytes);
-          WITH incoming AS (
-            SELECT m.* FROM unnest(p_ids, p_given, p_kinds, p_payloads) WITH ORDINALITY AS m(id, given, kind, payload, n)
-            WHERE NOT m.given OR NOT EXISTS (
-              SELECT 1 FROM liaison.mailbox_acknowledged a
-              WHERE a.namespace = p_namespace AND a.mailbox = p_mailbox AND a.id = m.id
-                AND a.acknowledged_at > p_sent_at - p_retention)),
-          stored AS (
+          -- Given ids acknowledged within the retention store nothing; those waiting neither
+          -- (ON CONFLICT). Generated ids are never looked up.
+          IF true = ANY (p_given) THEN
+            SELECT array_agg(a.id) INTO remembered FROM liaison.mailbox_acknowledged a
+            WHERE a.namespace = p_namespace AND a.mailbox = p_mailbox AND a.id = ANY (p_ids)
+              AND a.acknowledged_at > p_sent_at - p_retention;
+          END IF;
+          WITH stored AS (
             INSERT INTO liaison.mailbox_message
               (namespace, mailbox, position, id, given_id, sent_at, sender, kind, payload)
-            SELECT p_namespace, p_mailbox, mailbox_row.next_position + i.n - 1, i.id, i.given, p_sent_at, p_sender, i.kind,
-              i.payload
-            FROM incoming i ORDER BY i.n
+            SELECT p_namespace, p_mailbox, mailbox_row.next_position + m.n - 1, m.id, m.given, p_sent_at, p_sender, m.kind,
+              m.payload
+            FROM unnest(p_ids, p_given, p_kinds, p_payloads) WITH ORDINALITY AS m(id, given, kind, payload, n)
+            WHERE remembered IS NULL OR NOT (m.given AND m.id = ANY (remembered))
+            ORDER BY m.n
             ON CONFLICT (namespace, mailbox, id) DO NOTHING
             RETURNING position, id, kind, payload)
           SELECT count(*), coalesce(sum(octet_length(payload)), 0),

@@ -42,7 +42,7 @@ import Foundation
       for result in [
         try handoff(container, url: url, namespace: namespace),
         try signalLatency(container, raw, url: url, namespace: namespace, psycopgBaselines),
-      ] {
+      ] + (try PostgresDefaultsScenarios.run(container, raw, url: url, namespace: namespace)) {
         results.append(result)
         emit(result)
       }
@@ -459,6 +459,9 @@ import Foundation
         try PostgresMailboxScenarios.receive(
           url: arguments[0], namespace: arguments[1], name: arguments[2], mode: Array(arguments.dropFirst(3)),
           input: input, output: output)
+      case "pg-defaults-observer":
+        try PostgresDefaultsScenarios.observe(
+          url: arguments[0], namespace: arguments[1], domain: arguments[2], input: input, output: output)
       case "pg-raw-mailbox-receiver":
         try PostgresMailboxScenarios.receiveRaw(
           url: arguments[0], namespace: arguments[1], input: input, output: output)
@@ -478,6 +481,8 @@ import Foundation
           "DELETE FROM liaison.mailbox_message WHERE namespace = \(namespace)",
           "DELETE FROM liaison.mailbox_acknowledged WHERE namespace = \(namespace)",
           "DELETE FROM liaison.mailbox WHERE namespace = \(namespace)",
+          "DELETE FROM liaison.defaults_entry WHERE namespace = \(namespace)",
+          "DELETE FROM liaison.defaults_domain WHERE namespace = \(namespace)",
         ] {
           _ = try? await connection.query(query, logger: RawPostgres.logger).collect()
         }
