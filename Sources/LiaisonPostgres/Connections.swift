@@ -249,8 +249,12 @@
       let fail: @Sendable (any Error) -> Void
     }
 
-    private static let inFlight = Locked<[ObjectIdentifier: [Int: Waiter]]>([:])
-    private static let nextID = Locked(0)
+    private struct Registry: Sendable {
+      var inFlight: [ObjectIdentifier: [Int: Waiter]] = [:]
+      var nextID = 0
+    }
+
+    private static let registry = Locked(Registry())
 
     /// Runs `body` (a statement on `connection`); throws as soon as the connection closes. The
     /// statement's task is cancelled when the caller's is.
@@ -258,9 +262,9 @@
       on connection: PostgresConnection, _ body: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
       let key = ObjectIdentifier(connection)
-      let id = nextID.withLock { id -> Int in
-        id += 1
-        return id
+      let id = registry.withLock { registry -> Int in
+        registry.nextID += 1
+        return registry.nextID
       }
       let resumed = Locked(false)
       let work = Locked<Task<Void, Never>?>(nil)
@@ -272,10 +276,10 @@
               return !resumed
             }
             guard first else { return }
-            _ = inFlight.withLock { $0[key]?.removeValue(forKey: id) }
+            _ = registry.withLock { $0.inFlight[key]?.removeValue(forKey: id) }
             continuation.resume(with: result)
           }
-          inFlight.withLock { $0[key, default: [:]][id] = Waiter(fail: { finish(.failure($0)) }) }
+          registry.withLock { $0.inFlight[key, default: [:]][id] = Waiter(fail: { finish(.failure($0)) }) }
           if connection.isClosed {
             finish(.failure(closed))
             return
@@ -302,7 +306,7 @@
 
     /// Ends every statement in flight on the connection with the key `key`: it closed.
     static func connectionClosed(_ key: ObjectIdentifier) {
-      let waiters = inFlight.withLock { $0.removeValue(forKey: key) } ?? [:]
+      let waiters = registry.withLock { $0.inFlight.removeValue(forKey: key) } ?? [:]
       for waiter in waiters.values { waiter.fail(closed) }
     }
   }

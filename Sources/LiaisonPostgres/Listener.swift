@@ -172,7 +172,8 @@
       let parts = payload.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
       guard parts.count >= 3 else { return }
       let detail = parts.count > 3 ? parts[3] : ""
-      let words = detail.split(separator: " ", omittingEmptySubsequences: false)
+      // A post's three numbers; a send's messages (JSON, up to 8 KB) are not split.
+      let words = detail.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
       let event = Event(
         kind: String(parts[0]), namespace: String(parts[1]), name: String(parts[2]),
         posts: words.count > 0 ? UInt64(words[0]) ?? 0 : 0,

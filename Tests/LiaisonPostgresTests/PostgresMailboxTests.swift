@@ -1,7 +1,7 @@
 #if Postgres
   import Foundation
   import Liaison
-  import LiaisonPostgres
+  @testable import LiaisonPostgres
   import LiaisonTestSupport
   import Testing
 
@@ -110,6 +110,44 @@
       let next = try await inbox.receiver()
       try await inbox.send(5)
       #expect(try await next.receive(Int.self).map(\.payload) == [5])
+    }
+
+    /// The format between `liaison.mailbox_send` and ``CarriedMessages``: a small send's
+    /// notification carries its positions and stored messages; a large one's carries none.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func aSmallSendCarriesItsMessagesAndALargeOneDoesNot() async throws {
+      let place = try await open()
+      let inbox = try place.mailbox("inbox", sender: "tests")
+      let (events, delivered) = AsyncStream.makeStream(of: CarriedMessages?.self)
+      let subscription = try await place.listener.subscribe(kind: "m", namespace: place.namespace, name: inbox.name) {
+        event in
+        if let event { delivered.yield(CarriedMessages(event.detail)) }
+      }
+      defer { place.listener.unsubscribe(subscription) }
+      try await inbox.sendAll([Note(text: "a"), Note(text: "b")])
+      try await inbox.send(Note(text: String(repeating: ".", count: MailboxSchema.carriedBytes + 1)))
+      try await inbox.send(Note(text: "c"), id: "given")
+      // Notifications come in commit order; a missing one ends the wait after 30 s.
+      let deadline = Task {
+        try await Task.sleep(for: .seconds(30))
+        delivered.finish()
+      }
+      var received: [CarriedMessages?] = []
+      for await event in events {
+        received.append(event)
+        if received.count == 3 { break }
+      }
+      deadline.cancel()
+      try #require(received.count == 3)
+      let small = try #require(received[0])
+      let decoder = JSONDecoder()
+      #expect(small.count == 2 && small.sender == "tests")
+      #expect(small.messages.map(\.position) == [small.first, small.first + 1])
+      #expect(
+        try small.rows.map { try decoder.decode(Note.self, from: try #require($0.payload).bytes).text } == ["a", "b"])
+      #expect(received[1] == nil, "a send over \(MailboxSchema.carriedBytes) bytes carries nothing")
+      let given = try #require(received[2])
+      #expect(given.first == small.last + 2 && given.messages.map(\.id) == ["given"])
     }
 
     /// Small sends carry their messages in their notification and the receiver takes them from
