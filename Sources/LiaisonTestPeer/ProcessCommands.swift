@@ -9,6 +9,9 @@ import LiaisonStore
   import Darwin
 #endif
 
+/// The descriptors `hold-file-lock` holds, by path.
+@MainActor private var heldFiles: [String: CInt] = [:]
+
 let processCommands: [PeerCommand] = [
   PeerCommand("counts", "→ ok DESCRIPTORS THREADS") { _ in
     let (descriptors, threads) = counts()
@@ -24,6 +27,20 @@ let processCommands: [PeerCommand] = [
   PeerCommand("resume", "→ ok resumed") { _ in
     try container.resume()
     return "resumed"
+  },
+  PeerCommand(
+    "hold-file-lock",
+    "PATH   takes an exclusive flock on the file PATH (which must exist), as another program may → ok held"
+  ) { words in
+    let fd = open(words[1], O_RDWR | O_CLOEXEC)
+    guard fd >= 0 else { throw PeerFailure("cannot open \(words[1]): errno \(errno)") }
+    guard flock(fd, LOCK_EX) == 0 else { throw PeerFailure("cannot lock \(words[1]): errno \(errno)") }
+    heldFiles[words[1]] = fd
+    return "held"
+  },
+  PeerCommand("release-file-lock", "PATH   ends what hold-file-lock PATH holds → ok released") { words in
+    if let fd = heldFiles.removeValue(forKey: words[1]) { close(fd) }
+    return "released"
   },
   PeerCommand(
     "host-handler",
@@ -55,3 +72,9 @@ let processCommands: [PeerCommand] = [
     return "armed"
   },
 ]
+
+/// A command that could not do what it was asked, for a reason the system gave.
+struct PeerFailure: Error, CustomStringConvertible {
+  let description: String
+  init(_ description: String) { self.description = description }
+}

@@ -42,7 +42,7 @@ struct EventLoopTests {
     defer { close(blocker) }
     let entered = Locked(false)
     let release = DispatchSemaphore(value: 0)
-    let registration = try EventLoop.watch(.file(descriptor: blocker, doorbell: "blocker")) {
+    let registration = try EventLoop.watch(.file(descriptor: blocker, doorbell: "blocker")) { _ in
       let first = entered.withLock { entered -> Bool in
         defer { entered = true }
         return !entered

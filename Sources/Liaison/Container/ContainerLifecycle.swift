@@ -46,6 +46,10 @@ final class ContainerLifecycle: Sendable {
   private struct State {
     var suspended = false
     var members: [ObjectIdentifier: Member] = [:]
+    /// Brief accesses in progress (``briefly(_:)``): probes and posts, which `suspend()` waits out.
+    var briefAccesses = 0
+    /// What runs at the next ``resume()`` (``afterResume(_:)``).
+    var afterResume: [@Sendable () -> Void] = []
   }
 
   /// Each lifecycle with the folder it was made for: a folder deleted and made again can reuse
@@ -128,14 +132,91 @@ final class ContainerLifecycle: Sendable {
     }
     for participant in participants { participant.suspend() }
     for participant in participants { participant.finishSuspending() }
+    // Brief accesses never wait for long: a probe does not wait at all, and a post's wait for
+    // another poster joined the lifecycle as a participant, so it was just interrupted.
+    while state.withLock({ $0.briefAccesses }) > 0 { sched_yield() }
+  }
+
+  /// Runs `body`, which takes a lock in the container for a moment (a presence's probe, a
+  /// signal's post), as a brief access that ``suspend()`` waits out, unless the container is
+  /// suspended.
+  ///
+  /// - Returns: what `body` returned, or `nil`, without running it, while the container is
+  ///   suspended: the caller then does without the lock, or refuses.
+  func briefly<T>(_ body: () throws(LiaisonError) -> T) throws(LiaisonError) -> T? {
+    let admitted = state.withLock { state -> Bool in
+      if state.suspended { return false }
+      state.briefAccesses += 1
+      return true
+    }
+    guard admitted else { return nil }
+    defer { state.withLock { $0.briefAccesses -= 1 } }
+    return try body()
+  }
+
+  /// Runs `action` at the next ``resume()``, or at once when the container is not suspended:
+  /// how a ring that `suspend()` refused is made once the process runs again.
+  func afterResume(_ action: @escaping @Sendable () -> Void) {
+    // Under the state lock, which resume() holds while it clears the flag and takes the actions:
+    // an action is either taken by that resume or run here, never lost. (Not the transition
+    // lock: a write that a suspension waits for may ring from here.)
+    let runNow = state.withLock { state -> Bool in
+      if state.suspended { state.afterResume.append(action) }
+      return !state.suspended
+    }
+    if runNow { action() }
+  }
+
+  /// Takes an exclusive `flock` on `fd`, a file of the container, for the brief `body`: waiting
+  /// for another holder in the kernel, but never past a ``suspend()``, which interrupts the wait.
+  ///
+  /// - Throws: ``LiaisonError/Code/suspended`` while the container is suspended, or when a
+  ///   suspension interrupts the wait; what `body` throws.
+  func withBriefExclusiveLock<T>(
+    _ fd: CInt, path: String, _ body: () throws(LiaisonError) -> T
+  ) throws(LiaisonError) -> T {
+    let outcome = try briefly { () throws(LiaisonError) -> T in
+      try lockExclusively(fd, path: path)
+      defer { Syscall.unlock(fd) }
+      return try body()
+    }
+    guard let outcome else { throw Self.suspendedError(path: path) }
+    return outcome
+  }
+
+  private func lockExclusively(_ fd: CInt, path: String) throws(LiaisonError) {
+    switch Syscall.lock(fd, LOCK_EX | LOCK_NB) {
+    case .success(true): return
+    case .success(false): break
+    case .failure(let error): throw LiaisonError.system(error, "lock", path: path)
+    }
+    let wait = InterruptibleWait()
+    let participant = WaitParticipant(wait)
+    guard join(participant) else { throw Self.suspendedError(path: path) }
+    defer { leave(participant) }
+    switch wait.run({ ProcessLock.blockingLock(fd: fd, mode: .exclusive, wait: wait) }) {
+    case .acquired: return
+    case .interrupted: throw Self.suspendedError(path: path)
+    case .failed(let error): throw LiaisonError.system(error, "lock", path: path)
+    }
+  }
+
+  static func suspendedError(path: String) -> LiaisonError {
+    LiaisonError(
+      .suspended,
+      "The container is suspended, so '\(path)' is not locked or written (iOS terminates a suspended process that "
+        + "holds or waits for a lock in the container). Call resume() first.",
+      path: path)
   }
 
   private func resumeParticipants() throws(LiaisonError) {
-    let participants = state.withLock { state -> [any SuspensionParticipant] in
-      guard state.suspended else { return [] }
+    let (participants, actions) = state.withLock { state -> ([any SuspensionParticipant], [@Sendable () -> Void]) in
+      guard state.suspended else { return ([], []) }
       state.suspended = false
-      return state.members.values.compactMap(\.current)
+      defer { state.afterResume = [] }
+      return (state.members.values.compactMap(\.current), state.afterResume)
     }
+    defer { for action in actions { action() } }
     var failures: [LiaisonError] = []
     for participant in participants {
       do throws(LiaisonError) {
@@ -231,5 +312,23 @@ extension SharedContainer {
     let handlers = SuspensionHandlers(lifecycle: lifecycle, suspend: suspend, finish: finish, resume: resume)
     lifecycle.admit(handlers)
     return handlers
+  }
+}
+
+extension SharedContainer {
+  /// Takes an exclusive `flock` on `fd`, a file of this container, for the brief `body`; the wait
+  /// for another holder ends at ``suspend()``, and none starts while suspended.
+  ///
+  /// - Throws: ``LiaisonError/Code/suspended`` while the container is suspended or when a
+  ///   suspension interrupts the wait; what `body` throws.
+  package func withBriefExclusiveLock<T>(
+    _ fd: CInt, path: String, _ body: () throws(LiaisonError) -> T
+  ) throws(LiaisonError) -> T {
+    try lifecycle.withBriefExclusiveLock(fd, path: path, body)
+  }
+
+  /// Runs `action` at the next ``resume()``, or at once when the container is not suspended.
+  package func afterResume(_ action: @escaping @Sendable () -> Void) {
+    lifecycle.afterResume(action)
   }
 }

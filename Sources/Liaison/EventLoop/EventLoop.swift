@@ -1,20 +1,41 @@
 /// What an ``EventLoop`` registration waits for.
 enum WatchTarget: Sendable {
-  /// A change to a file of the container: any write or truncation, and any close of a
-  /// descriptor that was open for writing (which includes a holder's exit). `doorbell` is the
-  /// name writers ring on platforms where writes do not notify by themselves.
+  /// A change to a file of the container. On Linux (`inotify`): any write or truncation, and any
+  /// close of a descriptor that was open for writing (which includes a holder's exit), all
+  /// reported as ``WatchEvents/changed``. On Apple platforms (a vnode source): writes, extensions
+  /// and attribute changes (``WatchEvents/changed``), and the release of any `flock` on the file,
+  /// by any descriptor of any process, this one's own probes included (`NOTE_FUNLOCK`,
+  /// ``WatchEvents/unlocked``). `doorbell` is the name writers ring on platforms where writes do
+  /// not notify by themselves (``WatchEvents/changed``).
   case file(descriptor: CInt, doorbell: String)
   /// The exit of a process. Fires once, after the process's descriptors (and so its locks) are
   /// released; fires at once if the process does not exist.
   case processExit(Int32)
   /// A moment on the boot clock (``SystemClock/bootNanoseconds()``). Fires once.
   case deadline(UInt64)
-  /// The close of any descriptor open for writing on the file `name` of the folder whose
-  /// descriptor is `folder`, in any process: among others, every such descriptor of a process
-  /// that dies. The file is not opened (closing a descriptor on an SQLite database would drop
-  /// the `fcntl` locks SQLite holds on it). Linux only (`IN_CLOSE_WRITE`): Apple's `kqueue`
-  /// reports no close, so there it never fires.
-  case writerCloses(folder: CInt, name: String)
+  /// What a writer of the file `name`, in the folder whose descriptor is `folder`, leaves behind
+  /// when it dies, in any process. On Linux: the close of any descriptor open for writing on
+  /// `name` (`IN_CLOSE_WRITE`; the file is not opened, as closing a descriptor on an SQLite
+  /// database would drop the `fcntl` locks SQLite holds on it). On Apple platforms, whose `kqueue`
+  /// reports no close: the writes of `trace`, and the release of any `flock` on it, a dead
+  /// holder's release included (`NOTE_WRITE`, `NOTE_EXTEND`, `NOTE_FUNLOCK`), through a descriptor
+  /// opened with `O_EVTONLY`, which takes no lock. `trace` is a file every writer holds a `flock`
+  /// on while it writes (the store's write lock: then `trace` is `name`), or that every commit
+  /// writes (a database's `-wal`).
+  case writerCloses(folder: CInt, name: String, trace: String)
+}
+
+/// What woke a registration: see ``WatchTarget`` for what each platform reports.
+package struct WatchEvents: OptionSet, Sendable, Hashable {
+  package let rawValue: UInt8
+  package init(rawValue: UInt8) { self.rawValue = rawValue }
+
+  /// The file was written or rang, a process exited, a deadline passed: look again.
+  package static let changed = WatchEvents(rawValue: 1)
+  /// Only a `flock` on the file was released (Apple's `NOTE_FUNLOCK`), by any process, this one
+  /// included. A handler whose own reaction takes and releases a lock on the file must not look
+  /// again at every such event, or it wakes itself forever (see `PresenceWatch`).
+  package static let unlocked = WatchEvents(rawValue: 2)
 }
 
 /// A registration with the event loop, ended by ``cancel()`` or by its release.
@@ -34,13 +55,19 @@ package final class EventRegistration: Sendable {
 }
 
 extension PrivateFolder {
-  /// Calls `handler` on the event loop's thread whenever a descriptor open for writing on the
-  /// file `name` closes, in any process, until the returned registration ends: how the store
-  /// learns that a writer died (its descriptors close) without polling. Linux only: on Apple
-  /// platforms the handler never runs. The handler must return quickly and never wait.
+  /// Calls `handler` on the event loop's thread whenever a writer of the file `name` may have
+  /// died, in any process, until the returned registration ends: how the store learns that a
+  /// writer died between its commit and its ring, without polling. What wakes it depends on the
+  /// platform (see ``WatchTarget/writerCloses(folder:name:)``); live writers wake it too, so the
+  /// handler checks whether anything is owed. It must return quickly and never wait.
+  ///
+  /// - Parameters:
+  ///   - name: the file whose writers' closes Linux reports.
+  ///   - trace: the file whose writes and unlocks Apple platforms report instead (see
+  ///     ``WatchTarget/writerCloses(folder:name:trace:)``); `name` by default.
   package func watchWriterCloses(
-    of name: String, _ handler: @escaping @Sendable () -> Void
+    of name: String, trace: String? = nil, _ handler: @escaping @Sendable () -> Void
   ) throws(LiaisonError) -> EventRegistration {
-    try EventLoop.watch(.writerCloses(folder: descriptor, name: name), handler)
+    try EventLoop.watch(.writerCloses(folder: descriptor, name: name, trace: trace ?? name)) { _ in handler() }
   }
 }

@@ -256,7 +256,7 @@ public final class ProcessLock: Sendable {
   /// Where the interrupt signal cannot be used (``InterruptibleWait/canBlock``), it polls with
   /// `LOCK_NB` instead, pausing between attempts: a release is then seen within the pause (at
   /// most 5 ms) rather than at once, and an interruption likewise.
-  private static func blockingLock(fd: CInt, mode: LockMode, wait: InterruptibleWait) -> WaitOutcome {
+  static func blockingLock(fd: CInt, mode: LockMode, wait: InterruptibleWait) -> WaitOutcome {
     let operation = wait.canBlock ? mode.operation : mode.operation | LOCK_NB
     var pause: UInt32 = 50
     while true {
@@ -310,7 +310,7 @@ public final class ProcessLock: Sendable {
 }
 
 /// Lets `suspend()` interrupt a wait.
-private final class WaitParticipant: SuspensionParticipant {
+final class WaitParticipant: SuspensionParticipant {
   let wait: InterruptibleWait
   init(_ wait: InterruptibleWait) { self.wait = wait }
   func suspend() { wait.interrupt(.suspended) }

@@ -59,22 +59,28 @@ public final class Presence: Sendable {
   ///
   /// A non-blocking probe: a shared `flock` attempt on a descriptor kept open, and for leases a
   /// read of the record. It holds nothing afterwards, so it is safe to call from any thread, as
-  /// often as needed.
+  /// often as needed. While the container is suspended (``SharedContainer/suspend()``) it takes
+  /// no lock, even for that moment: it reads the record, and a claim counts as active while its
+  /// process exists.
   public var isActive: Bool {
     get throws(LiaisonError) {
       try withProbe { fd throws(LiaisonError) in
-        switch Syscall.lock(fd, LOCK_SH | LOCK_NB) {
-        case .success(false):
-          return true  // an exclusive holder: a claim, or a lease being written
-        case .success(true):
-          defer { Syscall.unlock(fd) }
-          if case .holder(let holder) = try readRecord(fd) {
-            return holder.isLiveLease(now: SystemClock.bootNanoseconds())
+        let probed = try container.lifecycle.briefly { () throws(LiaisonError) -> Bool in
+          switch Syscall.lock(fd, LOCK_SH | LOCK_NB) {
+          case .success(false):
+            return true  // an exclusive holder: a claim, or a lease being written
+          case .success(true):
+            defer { Syscall.unlock(fd) }
+            if case .holder(let holder) = try readRecord(fd) {
+              return holder.isLiveLease(now: SystemClock.bootNanoseconds())
+            }
+            return false
+          case .failure(let error):
+            throw LiaisonError.system(error, "probe", path: path)
           }
-          return false
-        case .failure(let error):
-          throw LiaisonError.system(error, "probe", path: path)
         }
+        if let probed { return probed }
+        return try lookWithoutLocking(fd).probe != .known(nil)
       } ?? false
     }
   }
@@ -120,28 +126,62 @@ public final class Presence: Sendable {
     case inProgress
   }
 
+  /// What one look found, and whether the file's lock was held exclusively then (by a claim, or
+  /// a claim or lease being written), as far as the look could tell.
+  struct Look {
+    let probe: Probe
+    let heldExclusively: Bool
+  }
+
   /// Reads the holder once, without waiting: safe on the event loop's thread.
   func probeHolder() throws(LiaisonError) -> Probe {
-    try withProbe { fd throws(LiaisonError) -> Probe in
-      switch Syscall.lock(fd, LOCK_SH | LOCK_NB) {
-      case .success(true):
-        defer { Syscall.unlock(fd) }
-        if case .holder(let holder) = try readRecord(fd), holder.isLiveLease(now: SystemClock.bootNanoseconds()) {
-          return .known(holder)
+    try look().probe
+  }
+
+  /// Looks at the presence once, without waiting: a shared `flock` attempt and a read of the
+  /// record; while the container is suspended, the record alone (``lookWithoutLocking(_:)``).
+  func look() throws(LiaisonError) -> Look {
+    try withProbe { fd throws(LiaisonError) -> Look in
+      let locked = try container.lifecycle.briefly { () throws(LiaisonError) -> Look in
+        switch Syscall.lock(fd, LOCK_SH | LOCK_NB) {
+        case .success(true):
+          defer { Syscall.unlock(fd) }
+          if case .holder(let holder) = try readRecord(fd), holder.isLiveLease(now: SystemClock.bootNanoseconds()) {
+            return Look(probe: .known(holder), heldExclusively: false)
+          }
+          return Look(probe: .known(nil), heldExclusively: false)
+        case .success(false):
+          // Held exclusively: a claim (whose record is complete once written), or a lease being
+          // renewed (whose complete record is the one being renewed, or its renewal).
+          if case .holder(let holder) = try readRecord(fd) {
+            if holder.kind == .claim, Syscall.processExists(holder.processID) {
+              return Look(probe: .known(holder), heldExclusively: true)
+            }
+            if holder.isLiveLease(now: SystemClock.bootNanoseconds()) {
+              return Look(probe: .known(holder), heldExclusively: true)
+            }
+          }
+          return Look(probe: .inProgress, heldExclusively: true)
+        case .failure(let error):
+          throw LiaisonError.system(error, "probe", path: path)
         }
-        return .known(nil)
-      case .success(false):
-        // Held exclusively: a claim (whose record is complete once written), or a lease being
-        // renewed (whose complete record is the one being renewed, or its renewal).
-        if case .holder(let holder) = try readRecord(fd) {
-          if holder.kind == .claim, Syscall.processExists(holder.processID) { return .known(holder) }
-          if holder.isLiveLease(now: SystemClock.bootNanoseconds()) { return .known(holder) }
-        }
-        return .inProgress
-      case .failure(let error):
-        throw LiaisonError.system(error, "probe", path: path)
       }
-    } ?? .known(nil)
+      if let locked { return locked }
+      return try lookWithoutLocking(fd)
+    } ?? Look(probe: .known(nil), heldExclusively: false)
+  }
+
+  /// Looks at the record without any lock, while the container is suspended: a claim is taken
+  /// as held while its process exists (a process that died leaves its record), a lease until it
+  /// expires. A claim being made, its record not written yet, is not seen.
+  private func lookWithoutLocking(_ fd: CInt) throws(LiaisonError) -> Look {
+    guard case .holder(let holder) = try readRecord(fd) else { return Look(probe: .known(nil), heldExclusively: false) }
+    if holder.kind == .claim {
+      let alive = Syscall.processExists(holder.processID)
+      return Look(probe: .known(alive ? holder : nil), heldExclusively: alive)
+    }
+    return Look(
+      probe: .known(holder.isLiveLease(now: SystemClock.bootNanoseconds()) ? holder : nil), heldExclusively: false)
   }
 
   /// Claims the presence for as long as the returned ``PresenceClaim`` lives.
@@ -154,13 +194,18 @@ public final class Presence: Sendable {
   ///   ``LiaisonError`` when the file cannot be opened or is unsafe.
   public func claim(info: String? = nil) throws(LiaisonError) -> PresenceClaim {
     try Self.validate(info: info)
-    if container.isSuspended { throw ProcessLock.suspendedError(name) }
-    let claim = PresenceClaim(presence: self, info: info)
-    try claim.acquire()
-    guard container.lifecycle.join(claim) else {
-      claim.release()
-      throw ProcessLock.suspendedError(name)
+    // A brief access: a suspend() that starts meanwhile waits until the claim is either joined
+    // (and so released by it) or refused and released.
+    let claimed = try container.lifecycle.briefly { () throws(LiaisonError) -> PresenceClaim? in
+      let claim = PresenceClaim(presence: self, info: info)
+      try claim.acquire()
+      guard container.lifecycle.join(claim) else {
+        claim.release()
+        return nil
+      }
+      return claim
     }
+    guard let claim = claimed ?? nil else { throw ProcessLock.suspendedError(name) }
     return claim
   }
 

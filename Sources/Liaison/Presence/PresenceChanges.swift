@@ -134,6 +134,9 @@ final class PresenceWatch: Sendable {
     var processWatch: (pid: Int32, registration: EventRegistration)?
     var expiryWatch: EventRegistration?
     var last: PresenceChange?
+    /// Whether the last look found the file locked exclusively. Until then, an unlock alone
+    /// changes nothing that can be seen: see ``fileChanged(_:)``.
+    var heldExclusively = true
     var cancelled = false
   }
 
@@ -160,7 +163,7 @@ final class PresenceWatch: Sendable {
     do throws(LiaisonError) {
       let registration = try EventLoop.watch(
         .file(descriptor: fd, doorbell: presence.doorbell)
-      ) { [weak self] in self?.evaluate() }
+      ) { [weak self] events in self?.fileChanged(events) }
       state.withLock { $0.fileWatch = registration }
       try evaluateOrThrow()
     } catch {
@@ -186,6 +189,21 @@ final class PresenceWatch: Sendable {
     if let fd { Syscall.close(fd) }
   }
 
+  /// Runs on the event loop's thread for an event of the presence's file.
+  ///
+  /// On Apple platforms every release of a `flock` on the file is an event (`NOTE_FUNLOCK`),
+  /// this watch's own probes' included: were each one answered by a probe, whose release is
+  /// again an event, the watch would probe forever, a core spinning and locks taken after
+  /// `suspend()`. An unlock alone is news only when the last look found the file locked
+  /// exclusively: then it may be a holder's release or death (its close). When it was free or
+  /// shared, what can make it held again is a claim or lease, and their records are writes,
+  /// which are changes: the unlock is the echo of a probe (this process's or another's), and is
+  /// ignored. So the looks are bounded by the events that really happened.
+  private func fileChanged(_ events: WatchEvents) {
+    if events == .unlocked, !state.withLock({ $0.heldExclusively }) { return }
+    evaluate()
+  }
+
   /// Runs on the event loop's thread: reads the file once, never waits. An error ends the watch
   /// and reaches the consumer.
   private func evaluate() {
@@ -206,7 +224,9 @@ final class PresenceWatch: Sendable {
 
   /// One evaluation; returns the registrations it replaced, for cancelling after the lock.
   private func evaluateSerially() throws(LiaisonError) -> [EventRegistration] {
-    guard case .known(let holder) = try presence.probeHolder() else {
+    let look = try presence.look()
+    state.withLock { $0.heldExclusively = look.heldExclusively }
+    guard case .known(let holder) = look.probe else {
       // Being written: the writer's write, or its close, changes the file and brings the loop
       // back here. The last state stands meanwhile.
       return []
@@ -233,14 +253,16 @@ final class PresenceWatch: Sendable {
       return false
     }
     if let pid = watchPID {
-      let registration = try EventLoop.watch(.processExit(pid)) { [weak self] in self?.evaluate() }
+      let registration = try EventLoop.watch(.processExit(pid)) { [weak self] _ in self?.evaluate() }
       state.withLock { state in
         if !state.cancelled { state.processWatch = (pid, registration) }
       }
     }
     if let expiry = watchExpiry {
       let (after, overflow) = expiry.addingReportingOverflow(1_000_000)
-      let registration = try EventLoop.watch(.deadline(overflow ? .max : after)) { [weak self] in self?.evaluate() }
+      let registration = try EventLoop.watch(.deadline(overflow ? .max : after)) { [weak self] _ in
+        self?.evaluate()
+      }
       state.withLock { state in
         if !state.cancelled { state.expiryWatch = registration }
       }

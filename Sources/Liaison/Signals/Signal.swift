@@ -34,24 +34,45 @@ public final class Signal: Sendable {
   let file: SignalFile
 
   convenience init(name: LiaisonName, container: SharedContainer) throws(LiaisonError) {
-    try self.init(name: name, folder: container.signalFolder)
+    try self.init(name: name, folder: container.signalFolder, container: container)
   }
 
-  /// A signal whose file lives in `folder`: the store rings its own signals, in its own folder,
-  /// so that they never collide with the user's.
-  package init(name: LiaisonName, folder: PrivateFolder) throws(LiaisonError) {
+  /// A signal whose file lives in `folder`, one of `container`'s private folders: the store rings
+  /// its own signals, in its own folder, so that they never collide with the user's.
+  package init(name: LiaisonName, folder: PrivateFolder, container: SharedContainer) throws(LiaisonError) {
     self.name = name
-    self.file = try SignalFile(name: name, folder: folder)
+    self.file = try SignalFile(name: name, folder: folder, lifecycle: container.lifecycle)
   }
 
   /// Notifies every observer, keeping the state as it is.
+  ///
+  /// - Throws: ``LiaisonError/Code/suspended`` while the container is suspended (a post takes the
+  ///   signal file's lock for a moment, which a suspended process must not hold);
+  ///   ``LiaisonError`` when the file cannot be written.
   public func post() throws(LiaisonError) {
     try file.update { $0 }
   }
 
   /// Sets the state and notifies every observer.
+  ///
+  /// - Throws: ``LiaisonError/Code/suspended`` while the container is suspended;
+  ///   ``LiaisonError`` when the file cannot be written.
   public func post(state: UInt64) throws(LiaisonError) {
     try file.update { _ in state }
+  }
+
+  /// Posts `state()`, or, while the container is suspended, once it is resumed: the ring of a
+  /// write that must reach the other processes even if ``SharedContainer/suspend()`` came
+  /// between the write and its ring. Other failures only delay observers, and are ignored.
+  package func ring(state: @escaping @Sendable () -> UInt64?) {
+    let ringOnce: @Sendable () throws(LiaisonError) -> Void = { [self] () throws(LiaisonError) in
+      if let value = state() { try post(state: value) } else { try post() }
+    }
+    do throws(LiaisonError) {
+      try ringOnce()
+    } catch  where error.code == .suspended {
+      file.lifecycle.afterResume { try? ringOnce() }
+    } catch {}
   }
 
   /// The state, as last set by a post or ``setState(_:)``; 0 for a signal never posted.
@@ -152,9 +173,12 @@ package final class SignalFile: Sendable {
   let path: String
   let doorbell: String
   let key: FileKey
+  /// The container's lifecycle: a post takes no lock while it is suspended.
+  let lifecycle: ContainerLifecycle
 
-  init(name: LiaisonName, folder: PrivateFolder) throws(LiaisonError) {
+  init(name: LiaisonName, folder: PrivateFolder, lifecycle: ContainerLifecycle) throws(LiaisonError) {
     self.name = name
+    self.lifecycle = lifecycle
     descriptor = try folder.openFile(name.rawValue, create: true)!
     path = folder.path(of: name.rawValue)
     doorbell = folder.doorbell(for: "signals." + name.rawValue)
@@ -175,9 +199,10 @@ package final class SignalFile: Sendable {
 
   /// Increments the sequence and replaces the state with `newState(old)`, under an exclusive
   /// lock; then rings the doorbell where writes do not ring by themselves. With `notify: false`
-  /// only the state changes.
+  /// only the state changes. The lock's wait ends at `suspend()`, and none starts while the
+  /// container is suspended (``LiaisonError/Code/suspended``).
   func update(notify: Bool = true, _ newState: (UInt64) -> UInt64) throws(LiaisonError) {
-    try locked(LOCK_EX) { () throws(LiaisonError) in
+    try lifecycle.withBriefExclusiveLock(descriptor, path: path) { () throws(LiaisonError) in
       var record = try decode()
       record.state = newState(record.state)
       if notify {
@@ -251,19 +276,6 @@ package final class SignalFile: Sendable {
       "The signal file '\(path)' is not a signal record (\(bytes.count) bytes). It holds only the signal's "
         + "last state: stop the processes that use '\(name)', remove the file, and the signal starts again from 0.",
       path: path)
-  }
-
-  private func locked<T>(_ operation: CInt, _ body: () throws(LiaisonError) -> T) throws(LiaisonError) -> T {
-    while true {
-      switch Syscall.lock(descriptor, operation) {
-      case .success: break
-      case .failure(.interrupted): continue
-      case .failure(let error): throw LiaisonError.system(error, "lock", path: path)
-      }
-      break
-    }
-    defer { Syscall.unlock(descriptor) }
-    return try body()
   }
 }
 

@@ -38,8 +38,9 @@ final class SignalHub: Sendable {
     let key = file.key
     let id = try state.withLock { state throws(LiaisonError) -> UInt64 in
       if state.watched[key] == nil {
-        let registration = try EventLoop.watch(.file(descriptor: file.descriptor, doorbell: file.doorbell)) {
-          SignalHub.shared.fire(key)
+        // A post writes the file: an unlock alone (a post's release, on Apple platforms) is no news.
+        let registration = try EventLoop.watch(.file(descriptor: file.descriptor, doorbell: file.doorbell)) { events in
+          if events.contains(.changed) { SignalHub.shared.fire(key) }
         }
         state.watched[key] = Watched(file: file, registration: registration)
       }

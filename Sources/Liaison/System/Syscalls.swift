@@ -56,9 +56,13 @@ enum Syscall {
   }
 
   /// `flock(fd, LOCK_UN)`. Unlocking a descriptor this process holds cannot fail for a reason
-  /// the caller could act on.
-  static func unlock(_ fd: CInt) {
+  /// the caller could act on. (On Apple platforms every release posts `NOTE_FUNLOCK` to the file's
+  /// watchers, this process's own included; the kqueue model does the same on Linux.)
+  package static func unlock(_ fd: CInt) {
     _ = retryOnInterrupt { flock(fd, LOCK_UN) }
+    #if os(Linux)
+      if KqueueModel.isActive { KqueueModel.noteUnlock(fd) }
+    #endif
   }
 
   /// Reads up to `count` bytes at offset 0 of a small regular file with **one** `pread(2)`. On a

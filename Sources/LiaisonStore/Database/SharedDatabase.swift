@@ -77,12 +77,14 @@ public final class SharedDatabase: Sendable {
     let folder = try container.privateFolder("databases")
     let file = name.rawValue + ".sqlite"
     path = folder.path(of: file)
-    signal = try Signal(name: name, folder: try container.privateFolder("database-signals"))
+    signal = try Signal(name: name, folder: try container.privateFolder("database-signals"), container: container)
 
     let doorbell = CommitDoorbell()
     self.doorbell = doorbell
     var configuration = configuration
     configuration.busyMode = .callback { attempts in doorbell.waitForCommit(attempts: attempts) }
+    // So that suspend() can stop the pool's writes (GRDB's suspension; see DatabaseLifecycle).
+    configuration.observesSuspensionNotifications = true
 
     let (pool, migrationsRan) = try SharedPool.open(
       file, in: folder, configuration: configuration, migrator: migrator, holding: held)
@@ -139,20 +141,28 @@ public final class SharedDatabase: Sendable {
       relay(onlyIfChanged: false, attempt: 0)
     }
     // A writer killed between its commit and its ring: its connections close when it dies, and
-    // every connection has the database file open for writing. Relayed if the data moved.
-    writerCloses = try folder.watchWriterCloses(of: file) {
+    // every connection has the database file open for writing (Linux reports the close). Apple
+    // platforms report no close: there every write of the log is looked at, which a commit makes.
+    // Relayed if the data moved.
+    writerCloses = try folder.watchWriterCloses(of: file, trace: file + "-wal") {
       refreshQueue.async { relay(onlyIfChanged: true, attempt: 0) }
     }
     let busyWakeups = try signal.observe(on: DispatchQueue.global(), ignoringOwnPosts: true) { _ in
       doorbell.ring()
     }
-    // The handlers capture only a flag: capturing `lifecycle`, which keeps them, would be a cycle.
-    let observesSuspension = configuration.observesSuspensionNotifications
+    // The handlers capture the pool and the doorbell, not `lifecycle`, which keeps them.
     lifecycle = DatabaseLifecycle(
       busyWakeups: busyWakeups,
       suspensionHandlers: container.registerSuspensionHandlers(
-        suspend: { DatabaseLifecycle.postSuspension(observesSuspension) },
-        resume: { DatabaseLifecycle.postResumption(observesSuspension) }))
+        suspend: {
+          doorbell.suspend()
+          DatabaseLifecycle.postSuspension()
+        },
+        finish: { DatabaseLifecycle.waitForAccesses(in: pool) },
+        resume: {
+          doorbell.resume()
+          DatabaseLifecycle.postResumption()
+        }))
     if migrationsRan { try? signal.post() }  // other processes may observe tables just created
   }
 }
@@ -244,12 +254,12 @@ private final class CommitRinger: TransactionObserver, Sendable {
   func databaseDidChange(with event: DatabaseEvent) {}
   func databaseDidCommit(_ db: Database) {
     StoreTestHooks.runBeforeRing()
-    if !relaying.withLock({ $0 }) { try? signal.post() }
+    if !relaying.withLock({ $0 }) { signal.ring(state: { nil }) }
   }
   /// A rollback frees SQLite's write lock too: ring, so that other processes' busy waiters retry
   /// at once (their observations fetch again and find nothing new).
   func databaseDidRollback(_ db: Database) {
-    if !relaying.withLock({ $0 }) { try? signal.post() }
+    if !relaying.withLock({ $0 }) { signal.ring(state: { nil }) }
   }
 }
 
@@ -257,6 +267,8 @@ private final class CommitRinger: TransactionObserver, Sendable {
 final class CommitDoorbell: Sendable {
   private let semaphore = DispatchSemaphore(value: 0)
   private let waiters = Locked(0)
+  /// Set by the container's suspension: a busy handler then gives up at once.
+  private let suspended = Locked(false)
   /// When each connection's current lock attempt started waiting (busy handlers run on the
   /// connection's own thread), to give up after ``patience``.
   private let waitingSince = Locked<[ObjectIdentifier: UInt64]>([:])
@@ -269,6 +281,7 @@ final class CommitDoorbell: Sendable {
   /// attempt: waits for another process's commit (or 50 ms), then asks SQLite to retry, until the
   /// attempt has waited 30 s in all.
   func waitForCommit(attempts: Int) -> Bool {
+    if suspended.withLock({ $0 }) { return false }  // SQLITE_BUSY: a suspended process waits for no lock
     let thread = ObjectIdentifier(Thread.current)
     let now = DispatchTime.now().uptimeNanoseconds
     let since = waitingSince.withLock { since -> UInt64 in
@@ -284,6 +297,17 @@ final class CommitDoorbell: Sendable {
       waiters.withLock { $0 = max(0, $0 - 1) }
     }
     return true
+  }
+
+  /// The container is being suspended: every busy handler waiting now wakes and gives up, and
+  /// later ones give up at once, until ``resume()``.
+  func suspend() {
+    suspended.withLock { $0 = true }
+    ring()
+  }
+
+  func resume() {
+    suspended.withLock { $0 = false }
   }
 
   /// Another process committed or rolled back: wakes every waiting busy handler. (A wake-up that
@@ -308,14 +332,22 @@ final class DatabaseLifecycle: Sendable {
     self.suspensionHandlers = suspensionHandlers
   }
 
-  /// GRDB's suspension notification is process-wide: it suspends every GRDB database of the
-  /// process that observes it, as GRDB documents.
-  static func postSuspension(_ observed: Bool) {
-    if observed { NotificationCenter.default.post(name: Database.suspendNotification, object: nil) }
+  /// Suspends the pool as GRDB does: statements that would take a lock fail from now on
+  /// (`SQLITE_ABORT`, `SQLITE_INTERRUPT`), and those running are interrupted; reads in WAL mode
+  /// go on, as GRDB allows. GRDB's suspension notification is process-wide: it suspends every
+  /// GRDB database of the process that observes it, as GRDB documents.
+  static func postSuspension() {
+    NotificationCenter.default.post(name: Database.suspendNotification, object: nil)
   }
 
-  static func postResumption(_ observed: Bool) {
-    if observed { NotificationCenter.default.post(name: Database.resumeNotification, object: nil) }
+  static func postResumption() {
+    NotificationCenter.default.post(name: Database.resumeNotification, object: nil)
+  }
+
+  /// Waits until every access of the pool that was running when the suspension began has ended
+  /// (and with it its locks): a barrier waits for the writer and every reader.
+  static func waitForAccesses(in pool: DatabasePool) {
+    try? pool.barrierWriteWithoutTransaction { _ in }
   }
 }
 

@@ -71,7 +71,7 @@ public final class SharedDefaults: Sendable {
     self.container = container
     self.store = store
     slot = GenerationCounters.slot(for: domain.rawValue)
-    signal = try Signal(name: domain, folder: try container.privateFolder("store-signals"))
+    signal = try Signal(name: domain, folder: try container.privateFolder("store-signals"), container: container)
     // Read once now: a damaged signal file is an error that names it here, not a silent end of
     // the domain's change notifications (writes ring it without throwing, having committed).
     _ = try signal.state
@@ -320,6 +320,13 @@ public final class SharedDefaults: Sendable {
     }
   }
 
+  /// Rings the domain's signal with its counter: at once, or, when ``/Liaison/SharedContainer/suspend()``
+  /// came between the write and its ring, at ``/Liaison/SharedContainer/resume()``.
+  private func ring() {
+    let (generations, slot) = (store.generations, slot)
+    signal.ring(state: { generations.load(slot) })
+  }
+
   /// Writes, then tells every process: the counter has moved (twice, around the transaction)
   /// before this returns, and the signal wakes observers. A failed post only delays observers;
   /// `get` is exact without it.
@@ -327,7 +334,7 @@ public final class SharedDefaults: Sendable {
   func write<T>(timeout: Duration?, _ body: (Database) throws -> T) throws(LiaisonError) -> T {
     let result = try store.write(slot: slot, timeout: timeout, body)
     StoreTestHooks.runBeforeRing()
-    try? signal.post(state: store.generations.load(slot))
+    ring()
     return result
   }
 
@@ -335,7 +342,7 @@ public final class SharedDefaults: Sendable {
   func write<T>(timeout: Duration?, _ body: (Database) throws -> T) async throws -> T {
     let result = try await store.write(slot: slot, timeout: timeout, body)
     StoreTestHooks.runBeforeRing()
-    try? signal.post(state: store.generations.load(slot))
+    ring()
     return result
   }
 

@@ -60,7 +60,7 @@ public final class Mailbox: Sendable {
     self.sender = sender
     self.container = container
     store = try StoreDatabase.shared(container, name: Self.storeName, migrator: Self.migrator)
-    signal = try Signal(name: name, folder: try container.privateFolder("mailbox-signals"))
+    signal = try Signal(name: name, folder: try container.privateFolder("mailbox-signals"), container: container)
     // Read once now: a damaged signal file is an error that names it here, not receivers that
     // are silently never woken.
     _ = try signal.state
@@ -218,7 +218,7 @@ public final class Mailbox: Sendable {
 
   /// Wakes the receiver. A failed ring only delays it until its next wake-up; the message is
   /// stored.
-  func ring() { try? signal.post() }
+  func ring() { signal.ring(state: { nil }) }
 
   // MARK: Limits
 

@@ -24,20 +24,27 @@ final class GenerationCounters: @unchecked Sendable {
   private let words: UnsafeMutablePointer<UInt64>
   let path: String
 
-  init(folder: PrivateFolder, name: String) throws(LiaisonError) {
-    path = folder.path(of: name)
+  /// Opens (making it if needed) the counters file `name` of `folder`, one of `container`'s.
+  ///
+  /// - Throws: ``/Liaison/LiaisonError/Code/suspended`` while the container is suspended (growing
+  ///   the file takes its lock, which a suspended process must not hold or wait for).
+  init(folder: PrivateFolder, name: String, container: SharedContainer) throws(LiaisonError) {
+    let path = folder.path(of: name)
+    self.path = path
     let fd = try folder.openFile(name, create: true)!
     defer { close(fd) }
-    flock(fd, LOCK_EX)
-    var info = stat()
-    fstat(fd, &info)
-    // Allocated, not just sized: a sparse page on a full disk would fault (SIGBUS) on first write.
-    if info.st_size < Self.size, let error = Self.allocate(fd, from: Int(info.st_size)) {
-      flock(fd, LOCK_UN)
-      throw LiaisonError(.system, "Could not allocate the counters file '\(path)'; check the disk.", path: path)
-        .withErrno(error)
+    // Under the file's lock, so that two processes never grow it at once.
+    try container.withBriefExclusiveLock(fd, path: path) { () throws(LiaisonError) in
+      var info = stat()
+      guard fstat(fd, &info) == 0 else {
+        throw LiaisonError(.system, "Could not inspect the counters file '\(path)'.", path: path).withErrno(errno)
+      }
+      // Allocated, not just sized: a sparse page on a full disk would fault (SIGBUS) on first write.
+      if info.st_size < Self.size, let error = Self.allocate(fd, from: Int(info.st_size)) {
+        throw LiaisonError(.system, "Could not allocate the counters file '\(path)'; check the disk.", path: path)
+          .withErrno(error)
+      }
     }
-    flock(fd, LOCK_UN)
     guard let mapping = mmap(nil, Self.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), mapping != MAP_FAILED
     else {
       throw LiaisonError(.system, "Could not map the counters file '\(path)'.", path: path).withErrno(errno)

@@ -161,7 +161,8 @@ final class StoreDatabase: Sendable {
       name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, holding: held)
     return StoreDatabase(
       pool: pool, path: path, folder: folder,
-      generations: try GenerationCounters(folder: folder, name: name + ".generations"), writeLock: writeLock,
+      generations: try GenerationCounters(folder: folder, name: name + ".generations", container: container),
+      writeLock: writeLock,
       suspension: suspension, container: container)
   }
 
