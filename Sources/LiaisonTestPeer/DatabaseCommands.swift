@@ -80,7 +80,18 @@ let databaseCommands: [PeerCommand] = [
     exclusiveDatabases[words[1]] = queue
     return "held"
   },
-  PeerCommand("dbrelease", "NAME   closes what dbexclusive holds → ok released") { words in
+  PeerCommand(
+    "dbholdwrite", "NAME   opens a write transaction on the database and keeps it open (SQLite's write lock) → ok held"
+  ) { words in
+    var configuration = Configuration()
+    configuration.allowsUnsafeTransactions = true  // a transaction left open on purpose
+    let queue = try DatabaseQueue(
+      path: try container.privateFolder("databases").path(of: words[1] + ".sqlite"), configuration: configuration)
+    try queue.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") }
+    exclusiveDatabases[words[1]] = queue
+    return "held"
+  },
+  PeerCommand("dbrelease", "NAME   closes what dbexclusive or dbholdwrite holds → ok released") { words in
     exclusiveDatabases[words[1]] = nil
     return "released"
   },

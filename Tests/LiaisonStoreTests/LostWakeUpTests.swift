@@ -7,7 +7,9 @@ import LiaisonTestSupport
 import Testing
 
 /// A writer killed (a real `SIGKILL`) after its commit and before it rang the signal: the other
-/// processes' observers are told all the same, when its descriptors close, without polling.
+/// processes' observers are told all the same, without polling: on Linux when its descriptors
+/// close, on Apple platforms by its lock's release or its write of the log (CI runs this suite
+/// in the kqueue model too, `KqueueModel`).
 @Suite("Lost wake-ups in the store")
 struct LostWakeUpTests {
   let directory = TemporaryDirectory()

@@ -9,14 +9,62 @@ import Foundation
 #endif
 
 /// Where SwiftPM put the products of this build (the test peer, the CLI).
-public func productsDirectory() -> URL {
-  #if canImport(Darwin)
-    for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
-      return bundle.bundleURL.deletingLastPathComponent()
+///
+/// On Linux, SwiftPM builds the tests as an executable in that folder: `/proc/self/exe`'s. On
+/// macOS the tests are a bundle there (`.build/<triple>/debug/<Package>PackageTests.xctest`,
+/// its code in `Contents/MacOS/`) that another program loads: `xctest`, or
+/// `swiftpm-testing-helper` for Swift Testing, both in the toolchain, and that one may not list
+/// the bundle among `Bundle.allBundles`. So the folder is found without asking how the tests were
+/// loaded: see ``locateProductsDirectory()``.
+public func productsDirectory() -> URL { productsFolder }
+
+private let productsFolder: URL = {
+  #if os(Linux)
+    URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+  #else
+    locateProductsDirectory()
+  #endif
+}()
+
+/// The first folder that holds the `LiaisonTestPeer` executable, walking up (at most 4 levels)
+/// from each of these in turn: the file of the code that runs this function (`dladdr` of
+/// `#dsohandle`: the test bundle's executable, or the executable that links this module), the
+/// `.xctest` bundles loaded, and this process's executable; and, last, this package's
+/// `.build/debug` (from `#filePath`: right for a `swift test` without `--scratch-path`).
+///
+/// Stops the process, naming every folder it looked in, when none holds it: no test that needs
+/// the peer or the CLI could run.
+package func locateProductsDirectory() -> URL {
+  var starts: [URL] = []
+  #if canImport(Darwin)  // Glibc declares dladdr only with _GNU_SOURCE, which Swift does not set
+    var info = Dl_info()
+    if dladdr(#dsohandle, &info) != 0, let name = info.dli_fname {
+      starts.append(URL(fileURLWithPath: String(cString: name)).deletingLastPathComponent())
     }
   #endif
-  let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-  return executable.deletingLastPathComponent()
+  for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
+    starts.append(bundle.bundleURL.deletingLastPathComponent())
+  }
+  if let executable = Bundle.main.executableURL { starts.append(executable.deletingLastPathComponent()) }
+  let packageRoot = URL(fileURLWithPath: #filePath)  // Tests/LiaisonTestSupport/Peer.swift
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+  starts.append(packageRoot.appendingPathComponent(".build/debug"))
+
+  var looked: [String] = []
+  for start in starts {
+    var folder = start.resolvingSymlinksInPath()
+    for _ in 0...4 {
+      if FileManager.default.isExecutableFile(atPath: folder.appendingPathComponent("LiaisonTestPeer").path) {
+        return folder
+      }
+      looked.append(folder.path)
+      guard folder.path != "/" else { break }
+      folder = folder.deletingLastPathComponent()
+    }
+  }
+  fatalError(
+    "cannot find the products of this build: no LiaisonTestPeer executable (which SwiftPM builds beside the "
+      + "tests) in any of \(looked)")
 }
 
 /// A fresh, empty container directory, removed when the returned value is released.

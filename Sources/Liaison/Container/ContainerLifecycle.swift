@@ -248,21 +248,32 @@ extension SharedContainer {
   /// - releases every presence claim, remembering it so that ``resume()`` takes it back;
   /// - waits for a lease renewal in progress (it holds the presence's lock for a moment) and
   ///   stops renewals until ``resume()``, which renews at once; a lease may lapse meanwhile;
-  /// - in LiaisonStore, ends the store's and shared databases' accesses in progress and refuses
-  ///   new ones, so that SQLite holds and waits for no lock in the container;
+  /// - ends a signal's post waiting for another poster, and refuses posts (and `setState`) with
+  ///   ``LiaisonError/Code/suspended``; the store's own rings are made at ``resume()`` instead;
+  /// - waits for the presence probes in progress; later probes (`isActive`, `holder`, the
+  ///   watches of ``Presence/changes()``) take no lock and read the record alone, a claim counting
+  ///   while its process exists;
+  /// - in LiaisonStore, ends the store's accesses in progress and refuses new ones, and suspends
+  ///   each shared database's pool as GRDB does (its busy waits give up), waiting for the accesses
+  ///   that were running;
   /// - refuses new locks, claims and leases with ``LiaisonError/Code/suspended`` until
   ///   ``resume()``.
   ///
-  /// When it returns, this process holds and waits for no lock in the container. It waits for the
-  /// store accesses it interrupts, so do not call it from inside one (a defaults transaction's
-  /// body), where it would wait for itself. Calling `suspend()` twice is harmless. It affects every `SharedContainer` value on the
-  /// same folder in this process, and nothing in other processes.
+  /// When it returns, this process holds and waits for no lock in the container: no `flock`, and
+  /// no SQLite lock but the two that SQLite keeps for as long as a connection in WAL mode is open
+  /// (a shared lock on the database file's lock bytes and one on its `-shm`), which GRDB's
+  /// suspension leaves as well (the *Apple Platforms* article). It does not wait for other
+  /// processes, only for this one's operations that it interrupted, so it returns within
+  /// milliseconds. It waits for the store accesses it interrupts, so do not call it from inside
+  /// one (a defaults transaction's body, a database write), where it would wait for itself.
+  /// Calling `suspend()` twice is harmless. It affects every `SharedContainer` value on the same
+  /// folder in this process, and nothing in other processes.
   public func suspend() {
     lifecycle.suspend()
   }
 
-  /// Undoes ``suspend()``: allows locks and claims again and takes back the claims that
-  /// `suspend()` released.
+  /// Undoes ``suspend()``: allows locks and claims again, takes back the claims that
+  /// `suspend()` released, and makes the store's rings that `suspend()` refused.
   ///
   /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another process claimed a presence
   ///   meanwhile; the other claims are taken back all the same, and the lost ones report

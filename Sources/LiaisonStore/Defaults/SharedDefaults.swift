@@ -320,30 +320,25 @@ public final class SharedDefaults: Sendable {
     }
   }
 
-  /// Rings the domain's signal with its counter: at once, or, when ``/Liaison/SharedContainer/suspend()``
-  /// came between the write and its ring, at ``/Liaison/SharedContainer/resume()``.
-  private func ring() {
-    let (generations, slot) = (store.generations, slot)
-    signal.ring(state: { generations.load(slot) })
+  /// Rings the domain's signal with its counter, after a commit and before the store's lock is
+  /// released: at once, or, when ``/Liaison/SharedContainer/suspend()`` came between the write and
+  /// its ring, at ``/Liaison/SharedContainer/resume()``.
+  private func ringAfterCommit() {
+    StoreTestHooks.runBeforeRing()
+    signal.ring(state: { [generations = store.generations, slot] in generations.load(slot) })
   }
 
   /// Writes, then tells every process: the counter has moved (twice, around the transaction)
-  /// before this returns, and the signal wakes observers. A failed post only delays observers;
-  /// `get` is exact without it.
+  /// and the signal has rung before the store's lock is released, hence before this returns. A
+  /// failed post only delays observers; `get` is exact without it.
   @available(*, noasync)
   func write<T>(timeout: Duration?, _ body: (Database) throws -> T) throws(LiaisonError) -> T {
-    let result = try store.write(slot: slot, timeout: timeout, body)
-    StoreTestHooks.runBeforeRing()
-    ring()
-    return result
+    try store.write(slot: slot, timeout: timeout, ring: ringAfterCommit, body)
   }
 
   /// The `async` twin of ``write(timeout:_:)``.
   func write<T>(timeout: Duration?, _ body: (Database) throws -> T) async throws -> T {
-    let result = try await store.write(slot: slot, timeout: timeout, body)
-    StoreTestHooks.runBeforeRing()
-    ring()
-    return result
+    try await store.write(slot: slot, timeout: timeout, ring: ringAfterCommit, body)
   }
 
   // MARK: Observing
@@ -351,10 +346,11 @@ public final class SharedDefaults: Sendable {
   /// Every change of the domain, as the notifications of its signal (coalescing, like every
   /// ``/Liaison/Signal``): after each, `get` returns the new values.
   ///
-  /// A writer killed between its commit and its ring wakes observers all the same on Linux: every
-  /// writer keeps the store's write-lock file open, so its death is a close that the event loop
-  /// sees; if the domain's counter then differs from the state its signal last rang with, this
-  /// process rings for it. (On Apple platforms the next write wakes them.)
+  /// A writer killed between its commit and its ring wakes observers all the same. It rings before
+  /// it releases the store's write lock, so its death is seen as the end of that hold: on Linux as
+  /// the close of its descriptor on the write-lock file, on Apple platforms as that lock's release
+  /// (`NOTE_FUNLOCK`). If the domain's counter then differs from the state its signal last rang
+  /// with, this process rings for it.
   public func changes() throws(LiaisonError) -> SignalNotifications {
     try watchWriterDeaths()
     return try signal.notifications()

@@ -186,7 +186,9 @@ final class StoreDatabase: Sendable {
   ///   this store on the same thread (it would wait for its own lock forever);
   ///   ``/Liaison/LiaisonError/Code/suspended`` while the container is suspended (see ``StoreSuspension``).
   @available(*, noasync)
-  func write<T>(slot: Int? = nil, timeout: Duration? = nil, _ body: (Database) throws -> T) throws(LiaisonError) -> T {
+  func write<T>(
+    slot: Int? = nil, timeout: Duration? = nil, ring: (() -> Void)? = nil, _ body: (Database) throws -> T
+  ) throws(LiaisonError) -> T {
     try suspension.access { () throws(LiaisonError) -> T in
       try checkNotNested()
       let held: LockGuard
@@ -195,7 +197,7 @@ final class StoreDatabase: Sendable {
       } catch let error where error.code == .timedOut {
         throw timedOut(timeout)
       }
-      return try writeHolding(held, slot: slot, body)
+      return try writeHolding(held, slot: slot, ring: ring, body)
     }
   }
 
@@ -205,7 +207,9 @@ final class StoreDatabase: Sendable {
   ///
   /// - Throws: what the blocking form throws, and `CancellationError` when the task is
   ///   cancelled while waiting.
-  func write<T>(slot: Int? = nil, timeout: Duration? = nil, _ body: (Database) throws -> T) async throws -> T {
+  func write<T>(
+    slot: Int? = nil, timeout: Duration? = nil, ring: (() -> Void)? = nil, _ body: (Database) throws -> T
+  ) async throws -> T {
     try suspension.check()
     let held: LockGuard
     do {
@@ -215,7 +219,7 @@ final class StoreDatabase: Sendable {
     }
     return try suspension.access { () throws(LiaisonError) -> T in
       try checkNotNested()
-      return try writeHolding(held, slot: slot, body)
+      return try writeHolding(held, slot: slot, ring: ring, body)
     }
   }
 
@@ -237,20 +241,25 @@ final class StoreDatabase: Sendable {
     }
   }
 
-  /// The write itself, once `held` holds the store's process lock; releases it.
-  private func writeHolding<T>(_ held: LockGuard, slot: Int?, _ body: (Database) throws -> T) throws(LiaisonError)
-    -> T
-  {
+  /// The write itself, once `held` holds the store's process lock; releases it. After a commit,
+  /// and the counter's last move, runs `ring` before the lock is released: the release of the
+  /// lock then says that the write has rung, or that its writer died (see
+  /// ``SharedDefaults/changes()``).
+  private func writeHolding<T>(
+    _ held: LockGuard, slot: Int?, ring: (() -> Void)?, _ body: (Database) throws -> T
+  ) throws(LiaisonError) -> T {
     defer { held.unlock() }
     let thread = ObjectIdentifier(Thread.current)
     Self.writingThreads.withLock { _ = $0.insert(thread) }
     defer { _ = Self.writingThreads.withLock { $0.remove(thread) } }
+    var committed = false
+    defer { if committed { ring?() } }  // after the counter's move below, before the unlock above
     if let slot {
       if generations.load(slot) & 1 == 1 { generations.increment(slot) }  // a writer died mid-write
       generations.increment(slot)  // odd: in flight
     }
     defer { if let slot { generations.increment(slot) } }  // even: committed or rolled back
-    return try translatingErrors {
+    let result = try translatingErrors {
       try pool.writeWithoutTransaction { db in
         // BEGIN and COMMIT as cached statements: GRDB's `inTransaction` compiles both at each call.
         try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
@@ -268,6 +277,8 @@ final class StoreDatabase: Sendable {
         }
       }
     }
+    committed = true
+    return result
   }
 
   /// The name of the write lock's file in ``folder``: every writing process keeps a descriptor

@@ -1,0 +1,147 @@
+import Foundation
+import GRDB
+import Liaison
+import LiaisonStore
+import LiaisonTestSupport
+import Testing
+
+/// `suspend()`'s promise: when it returns, this process holds and waits for no lock in the
+/// container, whatever was in flight. Checked in the kernel's own table of locks.
+@Suite("suspend() across processes")
+struct SuspensionTests {
+  let directory = TemporaryDirectory()
+
+  /// A post, a store's opening (the growth of its counters file), and a database write, each
+  /// blocked on a lock another process holds, and a presence being watched: `suspend()` ends the
+  /// three waits with errors and returns, and `/proc/locks` then lists no lock of this process on
+  /// the container's files but the two that SQLite's unix VFS keeps for as long as a connection
+  /// in WAL mode is open, idle or not (a shared lock on the database file's lock bytes, and one on
+  /// the `-shm` file's byte 128), which GRDB's suspension leaves too (see *Apple Platforms*).
+  @Test(.enabled(if: readsProc, "reads /proc/locks"))
+  func suspendEndsEveryWaitAndLeavesNoLock() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let peer = try Peer(container: directory.path)
+    let liaison = directory.path + "/.liaison"
+
+    let signal = try container.signal("changed")
+    try peer.send("hold-file-lock \(liaison)/signals/changed")
+    try peer.send("dset settings launches 1")  // makes the store, and its counters file
+    try peer.send("hold-file-lock \(liaison)/store/defaults.generations")
+    var migrator = DatabaseMigrator()
+    migrator.registerMigration("v1") { db in try db.execute(sql: "CREATE TABLE item (id INTEGER PRIMARY KEY)") }
+    let database = try await container.database("items", migrator: migrator)
+    try peer.send("dbholdwrite items")
+    try peer.send("claim recording")  // a presence claimed by the peer, watched here
+    let changes = try container.presence("recording").changes()
+    let watch = Task.detached { for try await _ in changes {} }
+    defer { watch.cancel() }
+
+    let outcomes = Locked<[String: String]>([:])
+    func run(_ name: String, _ body: @escaping @Sendable () throws -> Void) {
+      Thread.detachNewThread {
+        let outcome: String
+        do {
+          try body()
+          outcome = "done"
+        } catch let error as LiaisonError {
+          outcome = "\(error.code)"
+        } catch {
+          outcome = "\(error)"
+        }
+        outcomes.withLock { $0[name] = outcome }
+      }
+    }
+    let busyBefore = SharedDatabase.busyWaits.withLock { $0 }
+    run("post") { try signal.post(state: 1) }
+    run("store") { _ = try container.defaults("settings") }
+    run("write") { try database.pool.write { db in try db.execute(sql: "INSERT INTO item DEFAULT VALUES") } }
+    try waitUntil("the post and the store wait in the kernel, and the write in SQLite's busy handler") {
+      let waits = try kernelLocks().filter { $0.pid == getpid() && $0.waiting }.map(\.inode)
+      let postWaits = waits.contains(try inode(liaison + "/signals/changed"))
+      let storeWaits = waits.contains(try inode(liaison + "/store/defaults.generations"))
+      return postWaits && storeWaits && SharedDatabase.busyWaits.withLock({ $0 }) > busyBefore + 1
+    }
+
+    let started = Date()
+    container.suspend()
+    let took = Date().timeIntervalSince(started)
+    // The documented bound: suspend() waits for this process's own operations, not for the
+    // other process (the write would wait 30 s for it, the others for ever).
+    #expect(took < 5, "suspend() took \(took) s")
+    try waitUntil("the three operations ended") { outcomes.withLock { $0.count } == 3 }
+    let ended = outcomes.withLock { $0 }
+    #expect(ended["post"] == "suspended")
+    #expect(ended["store"] == "suspended")
+    #expect(ended["write"]?.contains("SQLite error") == true, "the write ended with \(ended["write"] ?? "")")
+
+    // The presence's holder leaves while suspended: the watch follows without taking a lock.
+    try peer.send("release recording")
+    #expect(try !container.presence("recording").isActive)
+    let files = try containerInodes(directory.path)
+    let held = try kernelLocks().filter { $0.pid == getpid() && files[$0.inode] != nil }
+    let notSQLite = held.filter { lock in
+      let file = files[lock.inode]!
+      let openConnection =
+        lock.kind == "POSIX" && !lock.exclusive
+        && (file.hasSuffix(".sqlite") && lock.start == 1_073_741_826 || file.hasSuffix("-shm") && lock.start == 128)
+      return !openConnection
+    }
+    #expect(notSQLite.isEmpty, "after suspend(): \(notSQLite.map { "\($0) on \(files[$0.inode]!)" })")
+
+    // Resumed, with the other process's locks gone, everything works again.
+    try container.resume()
+    try peer.send("release-file-lock \(liaison)/signals/changed")
+    try peer.send("release-file-lock \(liaison)/store/defaults.generations")
+    try peer.send("dbrelease items")
+    try signal.post(state: 2)
+    #expect(try signal.state == 2)
+    try await database.pool.write { db in try db.execute(sql: "INSERT INTO item DEFAULT VALUES") }
+  }
+}
+
+/// Every file and folder under the test's container, by inode.
+private func containerInodes(_ root: String) throws -> [UInt64: String] {
+  var found: [UInt64: String] = [:]
+  let enumerator = FileManager.default.enumerator(atPath: root)
+  while let relative = enumerator?.nextObject() as? String {
+    let path = root + "/" + relative
+    found[try inode(path)] = path
+  }
+  return found
+}
+
+/// One line of `/proc/locks`.
+private struct KernelLock: CustomStringConvertible {
+  let kind: String
+  let exclusive: Bool
+  let waiting: Bool
+  let pid: Int32
+  let inode: UInt64
+  let start: UInt64
+  var description: String {
+    "\(waiting ? "waiting for " : "")\(kind) \(exclusive ? "WRITE" : "READ") from \(start) by \(pid)"
+  }
+}
+
+/// The locks the kernel lists now, held or waited for.
+private func kernelLocks() throws -> [KernelLock] {
+  try String(contentsOfFile: "/proc/locks", encoding: .utf8).split(separator: "\n").compactMap { line in
+    // "1: FLOCK  ADVISORY  WRITE 123 08:01:4567 0 EOF", or "1: -> FLOCK …" for a waiter.
+    var words = line.split(separator: " ").dropFirst()
+    let waiting = words.first == "->"
+    if waiting { words = words.dropFirst() }
+    let fields = Array(words)
+    guard fields.count >= 5, let pid = Int32(fields[3]),
+      let inode = fields[4].split(separator: ":").last.flatMap({ UInt64($0) })
+    else { return nil }
+    return KernelLock(
+      kind: String(fields[0]), exclusive: fields[2] == "WRITE", waiting: waiting, pid: pid, inode: inode,
+      start: fields.count > 5 ? UInt64(fields[5]) ?? 0 : 0)
+  }
+}
+
+private func inode(_ path: String) throws -> UInt64 {
+  var info = stat()
+  guard stat(path, &info) == 0 else { throw PeerError("cannot stat \(path)") }
+  return UInt64(info.st_ino)
+}
