@@ -91,6 +91,36 @@ let databaseCommands: [PeerCommand] = [
     exclusiveDatabases[words[1]] = queue
     return "held"
   },
+  PeerCommand(
+    "dbsuspension",
+    """
+    OTHER   opens a database observing GRDB's suspension in this container and in the container at \
+    OTHER, suspends both containers, resumes this one, and writes here and there; resumes OTHER, \
+    and writes there and here → ok (written|refused) ×4
+    """
+  ) { words in
+    var configuration = Configuration()
+    configuration.observesSuspensionNotifications = true
+    var migrator = DatabaseMigrator()
+    migrator.registerMigration("v1") { db in try db.execute(sql: "CREATE TABLE item (id INTEGER PRIMARY KEY)") }
+    let other = try SharedContainer(directory: words[1])
+    let here = try container.database("suspension", migrator: migrator, configuration: configuration)
+    let there = try other.database("suspension", migrator: migrator, configuration: configuration)
+    func write(_ database: SharedDatabase) -> String {
+      do {
+        try database.pool.write { db in try db.execute(sql: "INSERT INTO item DEFAULT VALUES") }
+        return "written"
+      } catch {
+        return "refused"
+      }
+    }
+    container.suspend()
+    other.suspend()
+    try container.resume()
+    let outcomes = [write(here), write(there)]
+    try other.resume()
+    return (outcomes + [write(there), write(here)]).joined(separator: " ")
+  },
   PeerCommand("dbrelease", "NAME   closes what dbexclusive or dbholdwrite holds → ok released") { words in
     exclusiveDatabases[words[1]] = nil
     return "released"

@@ -38,6 +38,13 @@ let processCommands: [PeerCommand] = [
     heldFiles[words[1]] = fd
     return "held"
   },
+  PeerCommand("probe-file-lock", "PATH   whether an exclusive flock on PATH could be taken now → ok free | ok busy") {
+    words in
+    let fd = open(words[1], O_RDWR | O_CLOEXEC)
+    guard fd >= 0 else { throw PeerFailure("cannot open \(words[1]): errno \(errno)") }
+    defer { close(fd) }
+    return flock(fd, LOCK_EX | LOCK_NB) == 0 ? "free" : "busy"
+  },
   PeerCommand("release-file-lock", "PATH   ends what hold-file-lock PATH holds → ok released") { words in
     if let fd = heldFiles.removeValue(forKey: words[1]) { close(fd) }
     return "released"

@@ -97,6 +97,46 @@ struct SuspensionTests {
     #expect(try signal.state == 2)
     try await database.pool.write { db in try db.execute(sql: "INSERT INTO item DEFAULT VALUES") }
   }
+  /// GRDB's suspension is process-wide: resuming one container must not let the pools of another,
+  /// still suspended, take SQLite's locks again; so pools that observe it stay suspended until
+  /// every container with such a pool is resumed. (In a peer: GRDB's notifications would reach
+  /// every test of this process.)
+  @Test func resumingOneContainerLeavesAnotherSuspendedDatabaseSuspended() throws {
+    let other = TemporaryDirectory()
+    let peer = try Peer(container: directory.path)
+    let outcomes = try peer.send("dbsuspension \(other.path)")
+    #expect(outcomes == "refused refused written written", "here and there with one resumed, then both")
+  }
+
+  /// A defaults write rings while it holds the store's lock, so that the lock's release tells a
+  /// dead writer; but a poster stuck on the domain's signal (stopped, or another program's lock)
+  /// must not keep the store's lock too: the write rings after releasing it, and every other
+  /// writer goes on meanwhile.
+  @Test(.enabled(if: readsProc, "reads /proc/locks"))
+  func aStuckPosterDoesNotHoldTheStoresLock() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let stuck = try Peer(container: directory.path)
+    let other = try Peer(container: directory.path)
+    try other.send("dset settings volume 1")  // makes the store and the domain's signal
+    let signal = "\(directory.path)/.liaison/store-signals/settings"
+    try stuck.send("hold-file-lock \(signal)")
+    let settings = try await container.defaults("settings")
+    let written = Locked(false)
+    Thread.detachNewThread {
+      try? settings.set(2, for: DefaultsKey<Int>("volume"))  // its ring waits for the stuck poster
+      written.withLock { $0 = true }
+    }
+    let signalFile = try inode(signal)
+    try waitUntil("the write waits for the signal's lock") {
+      try kernelLocks().contains { $0.pid == getpid() && $0.waiting && $0.inode == signalFile }
+    }
+    // Committed, and the store's lock free for the other writers meanwhile.
+    #expect(try other.send("dget settings volume") == "2")
+    #expect(try other.send("probe-file-lock \(directory.path)/.liaison/store/defaults.write") == "free")
+    #expect(!written.withLock { $0 })
+    try stuck.send("release-file-lock \(signal)")
+    try waitUntil("the write returned") { written.withLock { $0 } }
+  }
 }
 
 /// Every file and folder under the test's container, by inode.

@@ -121,7 +121,11 @@ final class ContainerLifecycle: Sendable {
   }
 
   func resume() throws(LiaisonError) {
-    try transition.withLock { _ throws(LiaisonError) in try resumeParticipants() }
+    var owed: [@Sendable () -> Void] = []
+    // The owed rings run after the transition lock is released: a ring may wait for another
+    // poster, and a suspend() from another thread must be able to interrupt that wait.
+    defer { for action in owed { action() } }
+    try transition.withLock { _ throws(LiaisonError) in try resumeParticipants(owed: &owed) }
   }
 
   private func suspendParticipants() {
@@ -175,8 +179,20 @@ final class ContainerLifecycle: Sendable {
   func withBriefExclusiveLock<T>(
     _ fd: CInt, path: String, _ body: () throws(LiaisonError) -> T
   ) throws(LiaisonError) -> T {
-    let outcome = try briefly { () throws(LiaisonError) -> T in
-      try lockExclusively(fd, path: path)
+    // Waiting, the lock is always taken: the inner `nil` never happens.
+    guard let outcome = try withBriefExclusiveLock(fd, path: path, waiting: true, body) else {
+      throw Self.suspendedError(path: path)
+    }
+    return outcome
+  }
+
+  /// Like ``withBriefExclusiveLock(_:path:_:)``; without `waiting`, returns `nil` at once, without
+  /// running `body`, when another holder has the lock.
+  func withBriefExclusiveLock<T>(
+    _ fd: CInt, path: String, waiting: Bool, _ body: () throws(LiaisonError) -> T
+  ) throws(LiaisonError) -> T? {
+    let outcome = try briefly { () throws(LiaisonError) -> T? in
+      guard try lockExclusively(fd, path: path, waiting: waiting) else { return nil }
       defer { Syscall.unlock(fd) }
       return try body()
     }
@@ -184,10 +200,11 @@ final class ContainerLifecycle: Sendable {
     return outcome
   }
 
-  private func lockExclusively(_ fd: CInt, path: String) throws(LiaisonError) {
+  /// Takes the lock; returns `false` when it is held elsewhere and `waiting` is not set.
+  private func lockExclusively(_ fd: CInt, path: String, waiting: Bool) throws(LiaisonError) -> Bool {
     switch Syscall.lock(fd, LOCK_EX | LOCK_NB) {
-    case .success(true): return
-    case .success(false): break
+    case .success(true): return true
+    case .success(false): if !waiting { return false }
     case .failure(let error): throw LiaisonError.system(error, "lock", path: path)
     }
     let wait = InterruptibleWait()
@@ -195,7 +212,7 @@ final class ContainerLifecycle: Sendable {
     guard join(participant) else { throw Self.suspendedError(path: path) }
     defer { leave(participant) }
     switch wait.run({ ProcessLock.blockingLock(fd: fd, mode: .exclusive, wait: wait) }) {
-    case .acquired: return
+    case .acquired: return true
     case .interrupted: throw Self.suspendedError(path: path)
     case .failed(let error): throw LiaisonError.system(error, "lock", path: path)
     }
@@ -209,14 +226,14 @@ final class ContainerLifecycle: Sendable {
       path: path)
   }
 
-  private func resumeParticipants() throws(LiaisonError) {
+  private func resumeParticipants(owed: inout [@Sendable () -> Void]) throws(LiaisonError) {
     let (participants, actions) = state.withLock { state -> ([any SuspensionParticipant], [@Sendable () -> Void]) in
       guard state.suspended else { return ([], []) }
       state.suspended = false
       defer { state.afterResume = [] }
       return (state.members.values.compactMap(\.current), state.afterResume)
     }
-    defer { for action in actions { action() } }
+    owed = actions
     var failures: [LiaisonError] = []
     for participant in participants {
       do throws(LiaisonError) {
@@ -253,21 +270,24 @@ extension SharedContainer {
   /// - waits for the presence probes in progress; later probes (`isActive`, `holder`, the
   ///   watches of ``Presence/changes()``) take no lock and read the record alone, a claim counting
   ///   while its process exists;
-  /// - in LiaisonStore, ends the store's accesses in progress and refuses new ones, and suspends
-  ///   each shared database's pool as GRDB does (its busy waits give up), waiting for the accesses
-  ///   that were running;
+  /// - in LiaisonStore, ends the store's accesses in progress and refuses new ones, and ends what
+  ///   runs on each shared database's pool (its busy waits give up), waiting for the accesses that
+  ///   were running; later writes of a pool are refused if its configuration observes GRDB's
+  ///   suspension notifications, which this posts;
   /// - refuses new locks, claims and leases with ``LiaisonError/Code/suspended`` until
   ///   ``resume()``.
   ///
   /// When it returns, this process holds and waits for no lock in the container: no `flock`, and
   /// no SQLite lock but the two that SQLite keeps for as long as a connection in WAL mode is open
   /// (a shared lock on the database file's lock bytes and one on its `-shm`), which GRDB's
-  /// suspension leaves as well (the *Apple Platforms* article). It does not wait for other
-  /// processes, only for this one's operations that it interrupted, so it returns within
-  /// milliseconds. It waits for the store accesses it interrupts, so do not call it from inside
-  /// one (a defaults transaction's body, a database write), where it would wait for itself.
-  /// Calling `suspend()` twice is harmless. It affects every `SharedContainer` value on the same
-  /// folder in this process, and nothing in other processes.
+  /// suspension leaves as well, and the read mark of a shared database's read that starts later:
+  /// GRDB lets reads in WAL mode go on (the *Apple Platforms* article). It does not wait for other
+  /// processes, only for this one's operations that it interrupts or that were running (a read
+  /// of a shared database included), so it returns as soon as they end: at once for a wait. Do not
+  /// call it from inside one of them (a defaults transaction's body, a shared database's read or
+  /// write), where it would wait for itself. Calling `suspend()` twice is harmless. It affects
+  /// every `SharedContainer` value on the same folder in this process, and nothing in other
+  /// processes.
   public func suspend() {
     lifecycle.suspend()
   }

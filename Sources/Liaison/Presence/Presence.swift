@@ -91,7 +91,10 @@ public final class Presence: Sendable {
   /// never reported. A process id names a process in the holder's pid namespace: processes in
   /// different containers (Docker, LXC) that share a volume see each other's claims and leases,
   /// but a ``PresenceHolder/processID`` from another namespace means nothing here. Liveness is
-  /// the kernel's lock, never the pid, except for the brief moment of a claim being written.
+  /// the kernel's lock, never the pid, except for the brief moment of a claim being written, and
+  /// while the container is suspended (``SharedContainer/suspend()``): a suspended process takes
+  /// no lock, so a claim is then judged by its record and its process's existence, and a holder
+  /// that died is reported until its pid is gone (or for as long as another process reuses it).
   ///
   /// - Throws: ``LiaisonError/Code/claimInProgress`` when the presence is active but its holder
   ///   has not written its record within 100 ms (a claim being made by a process descheduled
@@ -172,10 +175,19 @@ public final class Presence: Sendable {
   }
 
   /// Looks at the record without any lock, while the container is suspended: a claim is taken
-  /// as held while its process exists (a process that died leaves its record), a lease until it
-  /// expires. A claim being made, its record not written yet, is not seen.
+  /// as held while its process exists (a process that died leaves its record, and its pid may
+  /// be reused), a lease until it expires. A claim being made, its record not written yet, is not
+  /// seen. A record being rewritten (truncated, then written) reads empty or partial for a
+  /// moment: such a read is made again, and one that stays partial is a record being written.
   private func lookWithoutLocking(_ fd: CInt) throws(LiaisonError) -> Look {
-    guard case .holder(let holder) = try readRecord(fd) else { return Look(probe: .known(nil), heldExclusively: false) }
+    var record = try readRecord(fd)
+    for _ in 0..<3 {
+      if case .holder = record { break }
+      sched_yield()
+      record = try readRecord(fd)
+    }
+    if record == .unreadable { return Look(probe: .inProgress, heldExclusively: true) }
+    guard case .holder(let holder) = record else { return Look(probe: .known(nil), heldExclusively: false) }
     if holder.kind == .claim {
       let alive = Syscall.processExists(holder.processID)
       return Look(probe: .known(alive ? holder : nil), heldExclusively: alive)

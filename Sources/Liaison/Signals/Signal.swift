@@ -64,15 +64,22 @@ public final class Signal: Sendable {
   /// Posts `state()`, or, while the container is suspended, once it is resumed: the ring of a
   /// write that must reach the other processes even if ``SharedContainer/suspend()`` came
   /// between the write and its ring. Other failures only delay observers, and are ignored.
-  package func ring(state: @escaping @Sendable () -> UInt64?) {
-    let ringOnce: @Sendable () throws(LiaisonError) -> Void = { [self] () throws(LiaisonError) in
-      if let value = state() { try post(state: value) } else { try post() }
+  ///
+  /// - Parameter waiting: whether to wait for another poster; without it, a post that would wait
+  ///   is not made, and this returns `false` (a writer that rings under a lock of its own rings
+  ///   again once it has released it, so that a stuck poster never holds that lock too).
+  /// - Returns: `false` only when `waiting` is not set and another poster had the signal.
+  @discardableResult
+  package func ring(waiting: Bool = true, state: @escaping @Sendable () -> UInt64?) -> Bool {
+    let ringOnce: @Sendable (Bool) throws(LiaisonError) -> Bool = { [file] (waiting) throws(LiaisonError) in
+      try file.update(waiting: waiting) { old in state() ?? old }
     }
     do throws(LiaisonError) {
-      try ringOnce()
+      return try ringOnce(waiting)
     } catch  where error.code == .suspended {
-      file.lifecycle.afterResume { try? ringOnce() }
+      file.lifecycle.afterResume { _ = try? ringOnce(true) }
     } catch {}
+    return true
   }
 
   /// The state, as last set by a post or ``setState(_:)``; 0 for a signal never posted.
@@ -201,8 +208,13 @@ package final class SignalFile: Sendable {
   /// lock; then rings the doorbell where writes do not ring by themselves. With `notify: false`
   /// only the state changes. The lock's wait ends at `suspend()`, and none starts while the
   /// container is suspended (``LiaisonError/Code/suspended``).
-  func update(notify: Bool = true, _ newState: (UInt64) -> UInt64) throws(LiaisonError) {
-    try lifecycle.withBriefExclusiveLock(descriptor, path: path) { () throws(LiaisonError) in
+  ///
+  /// - Returns: `false`, having changed nothing, when `waiting` is not set and another process
+  ///   holds the lock.
+  @discardableResult
+  func update(notify: Bool = true, waiting: Bool = true, _ newState: (UInt64) -> UInt64) throws(LiaisonError) -> Bool {
+    let updated: Void? = try lifecycle.withBriefExclusiveLock(descriptor, path: path, waiting: waiting) {
+      () throws(LiaisonError) in
       var record = try decode()
       record.state = newState(record.state)
       if notify {
@@ -217,7 +229,9 @@ package final class SignalFile: Sendable {
         throw LiaisonError.system(error, "write", path: path)
       }
     }
+    guard updated != nil else { return false }
     if notify { EventLoop.ring(doorbell) }
+    return true
   }
 
   package static func encode(_ record: Record) -> [UInt8] {

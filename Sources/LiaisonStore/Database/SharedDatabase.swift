@@ -42,13 +42,15 @@ import Liaison
 ///   is open, every later commit is rolled back with a ``/Liaison/LiaisonError/Code/system`` error that
 ///   names the file (SQLite would write it into the deleted file, to be lost): restart the
 ///   processes that use it.
-/// - ``/Liaison/SharedContainer/suspend()`` suspends the pool as GRDB recommends on iOS (Liaison
-///   sets `observesSuspensionNotifications` and posts `Database.suspendNotification`): the busy
-///   handler gives up, statements that would lock fail (`SQLITE_ABORT`, `SQLITE_INTERRUPT`) and
-///   those running are interrupted, and `suspend()` returns once the accesses that were running
-///   have ended. Reads in WAL mode go on, as GRDB allows. `resume()` posts its
-///   `resumeNotification`. GRDB's notifications are process-wide: every GRDB database of the
-///   process that observes them is suspended and resumed with the container.
+/// - ``/Liaison/SharedContainer/suspend()`` ends what runs on the pool: the busy handler gives up,
+///   the statements running are interrupted (`SQLITE_INTERRUPT`, and their transactions roll
+///   back), and `suspend()` returns once the accesses that were running have ended. To keep your
+///   later writes from locking too, set the configuration's `observesSuspensionNotifications`, as
+///   GRDB recommends on iOS: `suspend()` then posts GRDB's `Database.suspendNotification` (writes
+///   fail with `SQLITE_ABORT` until `resume()`; reads in WAL mode go on), and `resume()` its
+///   `resumeNotification` once no container of the process with such a database is suspended.
+///   GRDB's notifications are process-wide: every GRDB database of the process that observes them
+///   is suspended with the container, and resumed only with the last one.
 public final class SharedDatabase: Sendable {
   /// How often relaying other processes' commits failed in this process (each is tried again).
   package static let relayFailures = Locked(0)
@@ -92,8 +94,6 @@ public final class SharedDatabase: Sendable {
       SharedDatabase.busyWaits.withLock { $0 += 1 }
       return doorbell.waitForCommit(attempts: attempts)
     }
-    // So that suspend() can stop the pool's writes (GRDB's suspension; see DatabaseLifecycle).
-    configuration.observesSuspensionNotifications = true
 
     let (pool, migrationsRan) = try SharedPool.open(
       file, in: folder, configuration: configuration, migrator: migrator, holding: held)
@@ -159,18 +159,21 @@ public final class SharedDatabase: Sendable {
     let busyWakeups = try signal.observe(on: DispatchQueue.global(), ignoringOwnPosts: true) { _ in
       doorbell.ring()
     }
-    // The handlers capture the pool and the doorbell, not `lifecycle`, which keeps them.
+    // The handlers capture the pool, the doorbell and the suspension, not `lifecycle`, which
+    // keeps them.
+    let suspension = PoolSuspension(observed: configuration.observesSuspensionNotifications)
     lifecycle = DatabaseLifecycle(
       busyWakeups: busyWakeups,
       suspensionHandlers: container.registerSuspensionHandlers(
         suspend: {
           doorbell.suspend()
-          DatabaseLifecycle.postSuspension()
+          pool.interrupt()  // what runs now ends (SQLITE_INTERRUPT), and its transaction rolls back
+          suspension.suspend()
         },
         finish: { DatabaseLifecycle.waitForAccesses(in: pool) },
         resume: {
           doorbell.resume()
-          DatabaseLifecycle.postResumption()
+          suspension.resume()
         }))
     if migrationsRan { try? signal.post() }  // other processes may observe tables just created
   }
@@ -332,6 +335,55 @@ final class CommitDoorbell: Sendable {
   }
 }
 
+/// One shared database's part in GRDB's suspension, for a pool whose configuration observes
+/// GRDB's suspension notifications. Those are process-wide: they suspend and resume every GRDB
+/// database of the process that observes them, whatever its container. So the suspension is
+/// posted when such a shared database's container is suspended, and the resumption only when none
+/// is suspended any more: resuming one container never lets another's pools lock again, and its
+/// own such pools stay suspended until then. A database released while suspended stops counting,
+/// without posting anything.
+final class PoolSuspension: Sendable {
+  /// The shared databases of the process that observe the notifications and whose container is
+  /// suspended.
+  private static let suspendedCount = Locked(0)
+  private let observed: Bool
+  private let suspended = Locked(false)
+
+  init(observed: Bool) { self.observed = observed }
+
+  /// Suspends the pools as GRDB does: statements that would take a lock fail from now on
+  /// (`SQLITE_ABORT`, `SQLITE_INTERRUPT`), and those running are interrupted; reads in WAL mode
+  /// go on, as GRDB allows.
+  func suspend() {
+    guard observed else { return }
+    let first = suspended.withLock { suspended -> Bool in
+      defer { suspended = true }
+      return !suspended
+    }
+    if first { Self.suspendedCount.withLock { $0 += 1 } }
+    NotificationCenter.default.post(name: Database.suspendNotification, object: nil)
+  }
+
+  func resume() {
+    if end() { NotificationCenter.default.post(name: Database.resumeNotification, object: nil) }
+  }
+
+  deinit { _ = end() }
+
+  /// Ends this database's suspension; returns whether no shared database is suspended any more.
+  private func end() -> Bool {
+    let was = suspended.withLock { suspended -> Bool in
+      defer { suspended = false }
+      return suspended
+    }
+    guard was else { return false }
+    return Self.suspendedCount.withLock { count -> Bool in
+      count = max(0, count - 1)
+      return count == 0
+    }
+  }
+}
+
 /// What a shared database keeps alive besides its pool: the busy handlers' wake-ups, and its
 /// part in the container's suspend and resume.
 final class DatabaseLifecycle: Sendable {
@@ -341,18 +393,6 @@ final class DatabaseLifecycle: Sendable {
   init(busyWakeups: SignalObservation, suspensionHandlers: SuspensionHandlers) {
     self.busyWakeups = busyWakeups
     self.suspensionHandlers = suspensionHandlers
-  }
-
-  /// Suspends the pool as GRDB does: statements that would take a lock fail from now on
-  /// (`SQLITE_ABORT`, `SQLITE_INTERRUPT`), and those running are interrupted; reads in WAL mode
-  /// go on, as GRDB allows. GRDB's suspension notification is process-wide: it suspends every
-  /// GRDB database of the process that observes it, as GRDB documents.
-  static func postSuspension() {
-    NotificationCenter.default.post(name: Database.suspendNotification, object: nil)
-  }
-
-  static func postResumption() {
-    NotificationCenter.default.post(name: Database.resumeNotification, object: nil)
   }
 
   /// Waits until every access of the pool that was running when the suspension began has ended

@@ -323,9 +323,9 @@ public final class SharedDefaults: Sendable {
   /// Rings the domain's signal with its counter, after a commit and before the store's lock is
   /// released: at once, or, when ``/Liaison/SharedContainer/suspend()`` came between the write and
   /// its ring, at ``/Liaison/SharedContainer/resume()``.
-  private func ringAfterCommit() {
-    StoreTestHooks.runBeforeRing()
-    signal.ring(state: { [generations = store.generations, slot] in generations.load(slot) })
+  private func ringAfterCommit(waiting: Bool) -> Bool {
+    if !waiting { StoreTestHooks.runBeforeRing() }  // once: the first attempt does not wait
+    return signal.ring(waiting: waiting, state: { [generations = store.generations, slot] in generations.load(slot) })
   }
 
   /// Writes, then tells every process: the counter has moved (twice, around the transaction)

@@ -187,7 +187,8 @@ final class StoreDatabase: Sendable {
   ///   ``/Liaison/LiaisonError/Code/suspended`` while the container is suspended (see ``StoreSuspension``).
   @available(*, noasync)
   func write<T>(
-    slot: Int? = nil, timeout: Duration? = nil, ring: (() -> Void)? = nil, _ body: (Database) throws -> T
+    slot: Int? = nil, timeout: Duration? = nil, ring: ((_ waiting: Bool) -> Bool)? = nil,
+    _ body: (Database) throws -> T
   ) throws(LiaisonError) -> T {
     try suspension.access { () throws(LiaisonError) -> T in
       try checkNotNested()
@@ -208,7 +209,8 @@ final class StoreDatabase: Sendable {
   /// - Throws: what the blocking form throws, and `CancellationError` when the task is
   ///   cancelled while waiting.
   func write<T>(
-    slot: Int? = nil, timeout: Duration? = nil, ring: (() -> Void)? = nil, _ body: (Database) throws -> T
+    slot: Int? = nil, timeout: Duration? = nil, ring: ((_ waiting: Bool) -> Bool)? = nil,
+    _ body: (Database) throws -> T
   ) async throws -> T {
     try suspension.check()
     let held: LockGuard
@@ -242,18 +244,24 @@ final class StoreDatabase: Sendable {
   }
 
   /// The write itself, once `held` holds the store's process lock; releases it. After a commit,
-  /// and the counter's last move, runs `ring` before the lock is released: the release of the
-  /// lock then says that the write has rung, or that its writer died (see
-  /// ``SharedDefaults/changes()``).
+  /// and the counter's last move, runs `ring(false)` before the lock is released: the release of
+  /// the lock then says that the write has rung, or that its writer died (see
+  /// ``SharedDefaults/changes()``). A ring that would wait for another poster (`false`) is made
+  /// after the release instead, waiting: a stuck poster never holds the store's lock too. A write
+  /// that rolls back does not ring.
   private func writeHolding<T>(
-    _ held: LockGuard, slot: Int?, ring: (() -> Void)?, _ body: (Database) throws -> T
+    _ held: LockGuard, slot: Int?, ring: ((_ waiting: Bool) -> Bool)?, _ body: (Database) throws -> T
   ) throws(LiaisonError) -> T {
+    var ringsAfterUnlock = false
+    defer { if ringsAfterUnlock { _ = ring?(true) } }  // runs after the unlock below
     defer { held.unlock() }
     let thread = ObjectIdentifier(Thread.current)
     Self.writingThreads.withLock { _ = $0.insert(thread) }
     defer { _ = Self.writingThreads.withLock { $0.remove(thread) } }
     var committed = false
-    defer { if committed { ring?() } }  // after the counter's move below, before the unlock above
+    defer {  // after the counter's move below, before the unlock above
+      if committed, let ring, !ring(false) { ringsAfterUnlock = true }
+    }
     if let slot {
       if generations.load(slot) & 1 == 1 { generations.increment(slot) }  // a writer died mid-write
       generations.increment(slot)  // odd: in flight
