@@ -11,6 +11,7 @@
 //
 // Scenarios: lock.uncontended, lock.handoff, presence.probe, signal.latency, defaults.get,
 // defaults.set, defaults.visibility, database.observation, mailbox.latency, mailbox.throughput,
+// suspend.interrupting,
 // and those that run with another: lock.handoff.async, presence.probe.active,
 // signal.latency.callback, signal.latency.queue.
 
@@ -68,6 +69,7 @@ let families: [(names: [String], run: (SharedContainer) throws -> [ScenarioResul
   (["database.observation"], { [try DatabaseScenarios.observation($0)] }),
   (["mailbox.latency"], { [try MailboxScenarios.latency($0)] }),
   (["mailbox.throughput"], { [try MailboxScenarios.throughput($0)] }),
+  (["suspend.interrupting"], { [try SuspensionScenarios.interrupting($0)] }),
 ]
 let allNames = families.flatMap(\.names)
 

@@ -276,4 +276,24 @@ struct PresenceChangeTests {
     #expect(try watcher.send("next-change 5000").hasPrefix("released"))
     holder.child.kill(SIGCONT)
   }
+
+  /// While the container is suspended a post takes no lock: `post` throws `suspended`, and the
+  /// store's ring (`ring(state:)`) is kept for `resume()`, which makes it.
+  @Test func aSuspendedContainerRefusesPostsAndMakesOwedRingsAtResume() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let signal = try container.signal("suspended-post")
+    try signal.post(state: 1)
+    container.suspend()
+    #expect {
+      try signal.post(state: 2)
+    } throws: { error in
+      (error as? LiaisonError)?.code == .suspended
+    }
+    signal.ring(state: { 3 })
+    #expect(try signal.state == 1)
+    try container.resume()
+    #expect(try signal.state == 3)
+    try signal.post(state: 4)
+    #expect(try signal.state == 4)
+  }
 }

@@ -56,6 +56,8 @@ public final class SharedDatabase: Sendable {
   package static let relayFailures = Locked(0)
   /// How often SQLite's busy handler of a shared database ran in this process (for tests).
   package static let busyWaits = Locked(0)
+  /// How often that busy handler gave up because the container was suspended (for tests).
+  package static let busyWaitsEndedBySuspension = Locked(0)
 
   /// The database's name.
   public let name: LiaisonName
@@ -295,7 +297,10 @@ final class CommitDoorbell: Sendable {
   /// attempt: waits for another process's commit (or 50 ms), then asks SQLite to retry, until the
   /// attempt has waited 30 s in all.
   func waitForCommit(attempts: Int) -> Bool {
-    if suspended.withLock({ $0 }) { return false }  // SQLITE_BUSY: a suspended process waits for no lock
+    if suspended.withLock({ $0 }) {  // SQLITE_BUSY: a suspended process waits for no lock
+      SharedDatabase.busyWaitsEndedBySuspension.withLock { $0 += 1 }
+      return false
+    }
     let thread = ObjectIdentifier(Thread.current)
     let now = DispatchTime.now().uptimeNanoseconds
     let since = waitingSince.withLock { since -> UInt64 in
