@@ -45,7 +45,12 @@
       #expect(messages.map(\.n) == Array(0..<20), "\(messages.map(\.n))")
       let elapsed = milliseconds(from: askedAt, to: messages[0].at)
       print("\(backend): the next receiver had the killed receiver's messages \(elapsed) ms after asking")
-      #expect(elapsed < 100, "the next receiver had the messages \(elapsed) ms after asking")
+      // 100 ms in the plain run; under a sanitizer, which slows every process several times (and
+      // PostgreSQL's client most), 1 s: still far below the detection bound a dead receiver
+      // would otherwise cost (seconds), which is what the test tells apart.
+      let environment = ProcessInfo.processInfo.environment
+      let bound = environment["TSAN_OPTIONS"] != nil || environment["ASAN_OPTIONS"] != nil ? 1_000.0 : 100.0
+      #expect(elapsed < bound, "the next receiver had the messages \(elapsed) ms after asking")
       try waitUntil("every message is acknowledged") { try next.send("place-mcount inbox") == "0" }
     }
 

@@ -73,8 +73,21 @@ struct PresenceTests {
     }
     #expect(inactiveSeen == 0)
 
-    // Stopped (as iOS suspends a process): no renewal, so the lease lapses after its time.
-    holder.child.kill(SIGSTOP)
+    // Stopped (as iOS suspends a process): no renewal, so the lease lapses after its time. Not in
+    // the middle of a renewal, which holds the presence's lock for a moment (a process stopped
+    // there reads as a lease being written, for as long as it stays stopped): stopped again
+    // until the file is found unlocked.
+    let file = open(directory.path + "/.liaison/presence/sync", O_RDONLY | O_CLOEXEC)
+    try #require(file >= 0)
+    defer { close(file) }
+    while true {
+      holder.child.kill(SIGSTOP)
+      if flock(file, LOCK_SH | LOCK_NB) == 0 {
+        flock(file, LOCK_UN)
+        break
+      }
+      holder.child.kill(SIGCONT)
+    }
     let stoppedAt = Date()
     #expect(try sync.isActive)
     while try sync.isActive, Date().timeIntervalSince(stoppedAt) < 10 { usleep(5_000) }
