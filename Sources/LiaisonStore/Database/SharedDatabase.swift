@@ -458,10 +458,13 @@ extension SharedContainer {
       }
       let migrations: [String]
       do {
-        migrations = try DatabaseQueue(path: path, configuration: SharedDatabase.listingConfiguration).read { db in
+        let sqlitePath = try folder.trustedPath(of: file)
+        migrations = try DatabaseQueue(path: sqlitePath, configuration: SharedDatabase.listingConfiguration).read { db in
           guard try db.tableExists("grdb_migrations") else { return [] }
           return try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
         }
+      } catch let error as LiaisonError {
+        throw error
       } catch {
         throw StoreDatabase.translate(error, path: path)
       }

@@ -13,9 +13,10 @@ enum SharedPool {
   /// opening lock, which the caller takes, waiting or not), so that concurrent openers neither
   /// wait inside SQLite nor run a migration twice. Releases it.
   ///
-  /// SQLite follows symbolic links, so each file it will open is first checked the way Liaison
-  /// checks its own files (the database is created 0600 if missing): a planted link or a foreign
-  /// file is refused. They are checked without being opened, because closing a descriptor would
+  /// SQLite opens its files by path, so it is given a path that no other user can redirect
+  /// (``PrivateFolder/trustedPath(of:)``), and each file it will open is first checked the way
+  /// Liaison checks its own files (the database is created 0600 if missing): a planted link or a
+  /// foreign file is refused. They are checked without being opened, because closing a descriptor would
   /// drop the `fcntl` locks that SQLite holds on them when this process has them open already.
   /// A database that is missing or empty beside a write-ahead log that holds commits is refused:
   /// SQLite would start a new database and then discard the log. A database migrated by a newer
@@ -32,6 +33,7 @@ enum SharedPool {
     defer { held.unlock() }
     var configuration = configuration
     configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA journal_size_limit = \(walSizeLimit)") }
+    let sqlitePath = try folder.trustedPath(of: file)
     // Under the lock: another opener creates the database, and its first log, only while holding it.
     let database = try folder.inspectFile(file)
     let log = try folder.inspectFile(file + "-wal")
@@ -47,7 +49,7 @@ enum SharedPool {
     }
     if database == nil, let fd = try folder.openFile(file, create: true) { close(fd) }
     do {
-      let pool = try DatabasePool(path: path, configuration: configuration)
+      let pool = try DatabasePool(path: sqlitePath, configuration: configuration)
       if try pool.read(migrator.hasBeenSuperseded) {
         throw LiaisonError(
           .incompatibleSchema,
