@@ -459,7 +459,8 @@ extension SharedContainer {
       let migrations: [String]
       do {
         let sqlitePath = try folder.trustedPath(of: file)
-        migrations = try DatabaseQueue(path: sqlitePath, configuration: SharedDatabase.listingConfiguration).read { db in
+        migrations = try DatabaseQueue(path: sqlitePath, configuration: SharedDatabase.listingConfiguration).read {
+          db in
           guard try db.tableExists("grdb_migrations") else { return [] }
           return try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
         }
