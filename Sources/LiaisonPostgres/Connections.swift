@@ -21,6 +21,8 @@
     /// The session holding something on each connection, if any, by connection: told once, by
     /// the one close callback each connection gets when it is made, when its connection closes.
     private let holders = Locked<[ObjectIdentifier: WeakHolder]>([:])
+    /// Each open connection's socket descriptor in this process, by connection.
+    private let sockets = Locked<[ObjectIdentifier: CInt]>([:])
     static let maximumIdle = 8
 
     private struct WeakHolder: @unchecked Sendable {
@@ -69,7 +71,7 @@
         id += 1
         return id
       }
-      let channel = try await makeChannel()
+      let (channel, socket) = try await makeChannel()
       var established = PostgresConnection.Configuration(
         establishedChannel: channel, tls: configuration.tls, username: configuration.username,
         password: configuration.password, database: configuration.database)
@@ -78,7 +80,9 @@
       let connection = try await PostgresConnection.connect(
         on: channel.eventLoop, configuration: established, id: id, logger: logger)
       let key = ObjectIdentifier(connection)
+      if let socket { sockets.withLock { $0[key] = socket } }
       connection.closeFuture.whenComplete { [weak self] _ in
+        self?.sockets.withLock { _ = $0.removeValue(forKey: key) }
         let holder = self?.holders.withLock { $0.removeValue(forKey: key) }
         holder?.session?.lose("its connection to the server closed (a server restart, or the session was terminated)")
         // After the holder knows: a statement of its session that fails now reports the loss.
@@ -103,13 +107,22 @@
       holders.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(connection)) }
     }
 
+    /// The descriptor of `connection`'s socket in this process, while it is open: for a command
+    /// that must hold the connection's session with this process (see
+    /// ``HeldSession/leaveOpenUntilExit()``).
+    func socketDescriptor(of connection: PostgresConnection) -> CInt? {
+      sockets.withLock { $0[ObjectIdentifier(connection)] }
+    }
+
     /// A socket to the server with TCP keepalives (and on Linux a user timeout): a waiter whose
-    /// server host died learns it within about half the detection bound.
-    private func makeChannel() async throws -> any Channel {
+    /// server host died learns it within about half the detection bound. Also returns the
+    /// socket's descriptor, when it is known.
+    private func makeChannel() async throws -> (any Channel, CInt?) {
       var bootstrap = ClientBootstrap(group: PostgresConnection.defaultEventLoopGroup)
         .connectTimeout(.seconds(Int64(timing.connectTimeoutSeconds)))
       if let path = configuration.unixSocketPath {
-        return try await bootstrap.connect(unixDomainSocketPath: path).get()
+        let socket = try ConnectionSockets.connect(toUnixSocket: path, timeoutSeconds: timing.connectTimeoutSeconds)
+        return (try await bootstrap.withConnectedSocket(socket).get(), socket)
       }
       bootstrap = bootstrap.channelOption(.socketOption(.so_keepalive), value: 1)
       for (name, value) in Self.tcpOptions(timing) {
@@ -117,8 +130,10 @@
           ChannelOptions.Types.SocketOption(level: .init(rawValue: CInt(IPPROTO_TCP)), name: .init(rawValue: name)),
           value: value)
       }
-      return try await bootstrap.connect(host: configuration.host ?? "localhost", port: configuration.port ?? 5432)
-        .get()
+      let channel = try await bootstrap.connect(
+        host: configuration.host ?? "localhost", port: configuration.port ?? 5432
+      ).get()
+      return (channel, ConnectionSockets.descriptor(local: channel.localAddress, remote: channel.remoteAddress))
     }
 
     private static func tcpOptions(_ timing: DetectionTiming) -> [(CInt, Int)] {

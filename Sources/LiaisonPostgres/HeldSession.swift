@@ -57,6 +57,25 @@
     /// The connection, while held.
     var connection: PostgresConnection? { state.withLock { $0.connection } }
 
+    /// The descriptor of the connection's socket in this process, while held.
+    var socketDescriptor: CInt? { connection.flatMap(connector.socketDescriptor(of:)) }
+
+    /// Stops watching the hold, and leaves its connection open for this process's exit to close
+    /// (it is never closed here, so no `Terminate` message ends the session): once this process
+    /// has passed the socket on to a command, the server ends the session, and so the hold, only
+    /// when every process holding the socket has ended, as the kernel does with a `flock` whose
+    /// descriptor a command inherited.
+    func leaveOpenUntilExit() {
+      let (connection, monitor) = state.withLock { ($0.connection.take(), $0.monitor.take()) }
+      monitor?.cancel()
+      guard let connection else { return }
+      connector.stopWatching(connection)
+      Self.leftOpen.withLock { $0.append(connection) }
+    }
+
+    /// The connections left open until this process exits.
+    private static let leftOpen = Locked<[PostgresConnection]>([])
+
     /// One heartbeat; `false` once the hold has ended.
     private func heartbeat() async -> Bool {
       guard let connection else { return false }

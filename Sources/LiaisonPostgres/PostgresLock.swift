@@ -237,6 +237,16 @@
       }
     }
 
+    /// The descriptor, in this process, of the socket whose session holds the lock; `nil` once
+    /// unlocked or lost. A child that inherits it holds the session, and so the lock, with this
+    /// process.
+    package var sessionSocket: CInt? { session.socketDescriptor }
+
+    /// Leaves the lock to the processes holding its session's socket (``sessionSocket``): it is
+    /// neither unlocked nor its connection closed by this process any more; the server releases it
+    /// when the last of them ends.
+    package func leaveToSocketHolders() { session.leaveOpenUntilExit() }
+
     /// Releases the lock. Calling it again does nothing. If the release fails, the connection is
     /// closed, which releases the lock on the server.
     public func unlock() async {

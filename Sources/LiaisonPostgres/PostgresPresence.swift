@@ -210,6 +210,14 @@
     /// Waits until the claim is lost and returns why; `nil` once released, or when cancelled.
     public func waitForLoss() async -> LiaisonError? { await session.waitForLoss() }
 
+    /// The descriptor, in this process, of the socket whose session holds the claim; `nil` once
+    /// released or lost (see ``PostgresLockGuard/sessionSocket``).
+    package var sessionSocket: CInt? { session.socketDescriptor }
+
+    /// Leaves the claim to the processes holding its session's socket (see
+    /// ``PostgresLockGuard/leaveToSocketHolders()``).
+    package func leaveToSocketHolders() { session.leaveOpenUntilExit() }
+
     /// Gives the presence up: closes the claim's connection, which ends its session and so both
     /// of its locks at once. Calling it again does nothing.
     public func release() async {

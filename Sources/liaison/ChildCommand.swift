@@ -92,10 +92,11 @@ enum CallerSignals {
 
   /// Starts `command` (looked up on `PATH`) as a child with the recorded mask and ignored
   /// signals, every other signal's action the default, in this process's process group, with
-  /// this process's standard streams and environment.
+  /// this process's standard streams and environment, the caller's descriptors, and `passed`
+  /// (at the same numbers).
   ///
   /// - Returns: the child's process id, or the `errno` of the failure.
-  static func spawn(_ command: [String]) -> Result<pid_t, SpawnFailure> {
+  static func spawn(_ command: [String], passing passed: [CInt]) -> Result<pid_t, SpawnFailure> {
     fflush(nil)  // what print has buffered
     #if canImport(Darwin)
       var attributes: posix_spawnattr_t? = nil
@@ -112,20 +113,22 @@ enum CallerSignals {
     posix_spawnattr_setsigmask(&attributes, &mask)
     posix_spawnattr_setsigdefault(&attributes, &defaults)
     var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
-    // Only the caller's descriptors: not those of liaison's connections (which would keep a
-    // session, and its lock, open for as long as the command runs, even after liaison died).
+    // Only the caller's descriptors and `passed`: not those of liaison's other connections.
     #if canImport(Darwin)
       var actions: posix_spawn_file_actions_t? = nil
       posix_spawn_file_actions_init(&actions)
       flags |= POSIX_SPAWN_CLOEXEC_DEFAULT
-      for fd in CallerDescriptors.inherited { posix_spawn_file_actions_addinherit_np(&actions, fd) }
+      for fd in CallerDescriptors.inherited + passed { posix_spawn_file_actions_addinherit_np(&actions, fd) }
     #else
       var actions = posix_spawn_file_actions_t()
       posix_spawn_file_actions_init(&actions)
-      let inherited = Set(CallerDescriptors.inherited)
+      let inherited = Set(CallerDescriptors.inherited + passed)
       for fd in CallerDescriptors.open() where !inherited.contains(fd) {
         posix_spawn_file_actions_addclose(&actions, fd)
       }
+      // Kept open across the exec; set again once the child runs (no other spawn happens between).
+      for fd in passed { _ = fcntl(fd, F_SETFD, 0) }
+      defer { for fd in passed { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) } }
     #endif
     defer { posix_spawn_file_actions_destroy(&actions) }
     posix_spawnattr_setflags(&attributes, Int16(flags))

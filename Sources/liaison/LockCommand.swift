@@ -35,7 +35,9 @@ struct LockCommand: AsyncParsableCommand {
       With --postgres (or $\(PlaceOptions.postgresVariable)), liaison holds the lock through its \
       connection and runs the command as its child, in the caller's process group with the \
       caller's signal mask; it passes TERM, HUP, USR1 and USR2 on to the command, and exits with \
-      the command's status. If the lock is lost (the server restarted, the session was \
+      the command's status. The command inherits the connection's socket, so it holds the lock \
+      too: if liaison is killed, the lock stays held until the command (and every process it \
+      passed the socket on to) has ended. If the lock is lost (the server restarted, the session was \
       terminated, the network was cut), liaison says so in one line on standard error, sends the \
       command SIGTERM, then SIGKILL after --grace seconds (default \(Self.defaultGrace.components.seconds)), \
       and exits \(ExitStatus.lockLost).

@@ -146,19 +146,40 @@ extension SharedContainer: CommandPlace {
 #if Postgres
   extension PostgresContainer: CommandPlace {
     /// Runs the command as a child of liaison, which holds the lock through its connection and
-    /// stops the command when the lock is lost (see ``superviseCommand(_:holding:grace:waitForLoss:)``).
+    /// stops the command when the lock is lost (see ``superviseCommand(_:holding:socket:grace:waitForLoss:)``).
+    /// The command inherits the connection's socket: it holds the lock too, even if liaison dies.
     func run(_ command: [String], holding held: PostgresLockGuard, grace: Duration) async throws -> Int32 {
-      // Not unlocked here: liaison exits next, and its connection closing releases the lock.
-      await superviseCommand(
-        command, holding: "the lock '\(held.lock.name)'", grace: grace, waitForLoss: { await held.waitForLoss() })
+      let what = "the lock '\(held.lock.name)'"
+      let status = await superviseCommand(
+        command, holding: what, socket: try Self.socket(held.sessionSocket, of: what, loss: held.loss), grace: grace,
+        waitForLoss: { await held.waitForLoss() })
+      // Not unlocked: a process the command started with the socket may hold it still (as with a
+      // folder's lock); liaison exits next, and the server ends the session once nobody holds it.
+      held.leaveToSocketHolders()
+      return status
     }
 
-    /// Runs the command as a child of liaison, which holds the claim through its connection.
+    /// Runs the command as a child of liaison, which holds the claim through its connection, as
+    /// ``run(_:holding:grace:)`` does.
     func run(_ command: [String], claiming claim: PostgresPresenceClaim, grace: Duration) async throws -> Int32 {
-      // Not released here: liaison exits next, and its connection closing releases the claim.
-      await superviseCommand(
-        command, holding: "the presence '\(claim.presence.name)'", grace: grace,
-        waitForLoss: { await claim.waitForLoss() })
+      let what = "the presence '\(claim.presence.name)'"
+      let status = await superviseCommand(
+        command, holding: what, socket: try Self.socket(claim.sessionSocket, of: what, loss: claim.loss),
+        grace: grace, waitForLoss: { await claim.waitForLoss() })
+      claim.leaveToSocketHolders()
+      return status
+    }
+
+    /// The socket of a hold's session, for its command to inherit.
+    private static func socket(_ socket: CInt?, of what: String, loss: LiaisonError?) throws -> CInt {
+      if let loss { throw loss }
+      guard let socket else {
+        throw CLIError(
+          "Could not find the socket of the connection that holds \(what), so the command would not hold it if "
+            + "liaison died; nothing was run. This is a bug in liaison: please report it.",
+          status: ExitStatus.failure)
+      }
+      return socket
     }
 
     func post(signal name: String, state: UInt64?) async throws {

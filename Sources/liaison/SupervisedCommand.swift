@@ -12,6 +12,11 @@ import Liaison
 /// connection, and stops it when the hold is lost: `SIGTERM`, then `SIGKILL` once `grace` has
 /// passed, as `consul lock` does.
 ///
+/// The command inherits `socket`, the connection's socket, so that it holds the session, and
+/// so the lock, as well: if `liaison` dies (an OOM kill, a `SIGKILL` sent to it alone), the
+/// server keeps the session for as long as the command, or a process it passed the socket on to,
+/// runs — what `flock(1)` gives with a descriptor. No one then watches for the hold's loss.
+///
 /// The command is an ordinary member of the caller's process group, with the caller's signal
 /// mask and ignored signals (see ``CallerSignals``), its standard streams and environment:
 /// Ctrl-C and Ctrl-Z from a terminal reach it as they would without `liaison`. `SIGTERM`,
@@ -27,12 +32,12 @@ import Liaison
 ///   ``ExitStatus/lockLost`` when the hold was lost, after one line on standard error, however
 ///   the command then ended; 127 or 126 when the command cannot be started.
 func superviseCommand(
-  _ command: [String], holding what: String, grace: Duration,
+  _ command: [String], holding what: String, socket: CInt, grace: Duration,
   waitForLoss: @escaping @Sendable () async -> LiaisonError?
 ) async -> Int32 {
   let forwarding = SignalForwarding()
   let pid: pid_t
-  switch CallerSignals.spawn(command) {
+  switch CallerSignals.spawn(command, passing: [socket]) {
   case .success(let started): pid = started
   case .failure(let failure): return failure.report(command)
   }

@@ -150,22 +150,6 @@ import Testing
       #expect(elapsed >= 1 && elapsed < 30, "the command was killed \(elapsed) s after the loss; the grace is 1 s")
     }
 
-    /// A `liaison` killed with SIGKILL cannot stop its command, but its connection closes with it
-    /// (the command inherits none of liaison's descriptors), so the lock is released and the next
-    /// holder gets it while the command runs on.
-    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
-    func aKilledLiaisonReleasesTheLockWhileItsCommandRunsOn() throws {
-      let server = try PostgresTestServer.shared.get()
-      let job = try start(["lock"] + place(server) + ["job", "--", "sh", "-c", "echo $$; exec sleep 1000"])
-      let commandPID = try #require(pid_t(try job.readLine()))
-      defer { kill(commandPID, SIGKILL) }
-      job.kill(SIGKILL)
-      #expect(job.wait() == .killed(by: SIGKILL))
-      #expect(ProcessTable.isRunning(commandPID))
-      let next = try liaison(["lock"] + place(server) + ["job", "--timeout", "30", "--", "true"])
-      #expect(next.status == 0, "\(next.errors)")
-    }
-
     // MARK: - Choosing the place
 
     /// `$LIAISON_POSTGRES_URL` and `$LIAISON_NAMESPACE` choose the database; `--postgres`,

@@ -12,11 +12,11 @@ import SystemPackage
 
 /// The current thread's `errno`, as an `Errno`.
 @inline(__always)
-func currentErrno() -> Errno { Errno(rawValue: errno) }
+package func currentErrno() -> Errno { Errno(rawValue: errno) }
 
 /// Runs `body` until it does not fail with `EINTR`.
 @inline(__always)
-func retryOnInterrupt<T: FixedWidthInteger>(_ body: () -> T) -> T {
+package func retryOnInterrupt<T: FixedWidthInteger>(_ body: () -> T) -> T {
   while true {
     let result = body()
     if result == -1 && errno == EINTR { continue }
