@@ -1,6 +1,6 @@
 #if Postgres
   import Liaison
-  import NIOCore
+  import PostgresNIO
 
   #if canImport(Glibc)
     import Glibc
