@@ -24,6 +24,14 @@ let lockCommands: [PeerCommand] = [
     guards[words[1]] = held
     return "locked"
   },
+  PeerCommand("trylock-repeatedly", "NAME COUNT   COUNT times: tryLock, unlock → ok BUSY-COUNT busy") { words in
+    let lock = try container.lock(words[1])
+    var busy = 0
+    for _ in 0..<Int(words[2])! {
+      if let held = try lock.tryLock() { held.unlock() } else { busy += 1 }
+    }
+    return "\(busy) busy"
+  },
   PeerCommand("token", "NAME   the fencing token of the lock held → ok TOKEN") { words in
     guard let held = guards[words[1]] else { return "not held" }
     return "\(try held.fencingToken())"

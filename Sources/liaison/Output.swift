@@ -26,10 +26,13 @@ struct HolderReport: Encodable {
   let since: Date
   let info: String?
   let leaseRemainingSeconds: Double?
+  /// Whether `pid` has exited while a descendant holds the claim on (its pid is not recorded).
+  let pidExited: Bool
 
   init(_ holder: PresenceHolder) {
     kind = holder.kind.rawValue
     pid = holder.processID
+    pidExited = holder.processHasExited
     since = holder.since
     info = holder.info
     leaseRemainingSeconds = holder.leaseRemaining.map {
@@ -39,6 +42,7 @@ struct HolderReport: Encodable {
 
   var text: String {
     var line = "pid \(pid) (\(kind)) since \(since.formatted(.iso8601))"
+    if pidExited { line += ", held by a descendant of pid \(pid), which has exited" }
     if let leaseRemainingSeconds { line += String(format: ", lease %.1f s left", leaseRemainingSeconds) }
     if let info { line += ": \(info)" }
     return line
@@ -53,11 +57,16 @@ struct PresenceReport: Encodable {
 
   /// Reads `presence`'s holder.
   static func of(_ presence: some CoordinationPresence) async throws -> PresenceReport {
+    try await of(name: presence.name) { try await presence.holder }
+  }
+
+  /// The report of the presence `name`, whose holder `holder` reads.
+  static func of(name: LiaisonName, holder: () async throws -> PresenceHolder?) async throws -> PresenceReport {
     do {
-      return PresenceReport(name: presence.name.rawValue, holder: try await presence.holder, active: nil)
+      return PresenceReport(name: name.rawValue, holder: try await holder(), active: nil)
     } catch let error as LiaisonError where error.code == .claimInProgress {
       // Claimed a moment ago: active, its holder not written yet.
-      return PresenceReport(name: presence.name.rawValue, holder: nil, active: true)
+      return PresenceReport(name: name.rawValue, holder: nil, active: true)
     }
   }
 

@@ -112,6 +112,24 @@ protocol CommandPlace: CoordinationPlace, CommandStores {
   func recordedState(ofSignal name: String) async throws -> UInt64?
   /// Every presence of the place.
   func presences() async throws -> [PresenceType]
+  /// Every presence of the place as `presence list` and `status` show it, each read on its own
+  /// (one that cannot be read does not stop the others), and one at a time: a listing keeps no
+  /// descriptor open per presence.
+  func presenceReports() async throws -> [(name: String, report: Result<PresenceReport, any Error>)]
+}
+
+extension CommandPlace {
+  func presenceReports() async throws -> [(name: String, report: Result<PresenceReport, any Error>)] {
+    var reports: [(name: String, report: Result<PresenceReport, any Error>)] = []
+    for presence in try await presences() {
+      do {
+        reports.append((presence.name.rawValue, .success(try await PresenceReport.of(presence))))
+      } catch {
+        reports.append((presence.name.rawValue, .failure(error)))
+      }
+    }
+    return reports
+  }
 }
 
 extension SharedContainer: CommandPlace {
@@ -140,6 +158,21 @@ extension SharedContainer: CommandPlace {
   func recordedState(ofSignal name: String) async throws -> UInt64? {
     guard try signalNames().contains(try LiaisonName(name)) else { return nil }
     return try signal(name).state
+  }
+
+  /// Judges every claim by one read of the kernel's table of locks, taking no lock.
+  func presenceReports() async throws -> [(name: String, report: Result<PresenceReport, any Error>)] {
+    let table = FileLockTable.read()
+    var reports: [(name: String, report: Result<PresenceReport, any Error>)] = []
+    for presence in try presences() {
+      do {
+        let report = try await PresenceReport.of(name: presence.name) { try presence.holder(in: table) }
+        reports.append((presence.name.rawValue, .success(report)))
+      } catch {
+        reports.append((presence.name.rawValue, .failure(error)))
+      }
+    }
+    return reports
   }
 }
 

@@ -101,9 +101,11 @@ extension SharedContainer: CommandStores {
 
   var placeName: PlaceName { .container(directory) }
 
+  /// Every lock's state from one read of the kernel's table of locks, taking none of them.
   func lockStates() async throws -> [(name: String, state: Result<String, any Error>)]? {
-    try locks().map { lock in
-      (lock.name.rawValue, Result<String, any Error> { "\(try lock.probe())" })
+    let table = FileLockTable.read()
+    return try locks().map { lock in
+      (lock.name.rawValue, Result<String, any Error> { "\(try table.map { try lock.probe(in: $0) } ?? .unknown)" })
     }
   }
 

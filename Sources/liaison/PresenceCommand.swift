@@ -115,9 +115,7 @@ struct PresenceCommand: AsyncParsableCommand {
     }
 
     private static func reports(_ place: some CommandPlace) async throws -> [PresenceReport] {
-      var reports: [PresenceReport] = []
-      for presence in try await place.presences() { reports.append(try await PresenceReport.of(presence)) }
-      return reports
+      try await place.presenceReports().map { try $0.report.get() }
     }
   }
 }

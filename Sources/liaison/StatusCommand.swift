@@ -8,8 +8,9 @@ struct StatusCommand: AsyncParsableCommand {
     abstract:
       "Show everything in the container at a glance: presences, locks, signals, defaults, mailboxes and databases.",
     discussion: """
-      Lock states come from a non-blocking probe that takes and releases each free lock for a \
-      moment; a process trying the lock at that very moment may find it taken. Whatever cannot \
+      Looking takes no lock, so it never makes another process's lock or claim fail or wait: \
+      lock states come from the kernel's table of locks (/proc/locks, Linux; "unknown" where \
+      there is none, as on Apple platforms). Whatever cannot \
       be read (a damaged file, a store in use by a newer version) is listed under Problems with \
       the reason, after everything else; the command then exits \(ExitStatus.failure). Creates \
       nothing.
@@ -122,10 +123,8 @@ struct StatusCommand: AsyncParsableCommand {
     case .container(let directory): report.container = directory
     case .namespace(let namespace): report.namespace = namespace
     }
-    for presence in await report.reading("presences", { try await place.presences() }) ?? [] {
-      if let item = await report.reading(
-        "presences", name: presence.name.rawValue, { try await PresenceReport.of(presence) })
-      {
+    for presence in await report.reading("presences", { try await place.presenceReports() }) ?? [] {
+      if let item = report.reading("presences", name: presence.name, presence.report) {
         report.presences.append(item)
       }
     }

@@ -40,6 +40,34 @@ struct CLITests {
     #expect(child.finish().output == "none\n")
   }
 
+  /// A lock file shared with util-linux's `flock(1)`, which writes `pid=…` into it: `liaison lock`
+  /// still runs its command with a token larger each time, and the two tools exclude each other.
+  @Test(.enabled(if: isLinux, "runs util-linux's flock")) func lockSharesItsFileWithFlockTool() throws {
+    let token = ["sh", "-c", "echo $LIAISON_FENCING_TOKEN"]
+    #expect(try liaison(["lock", "job", "--"] + token).output == "1\n")
+    let file = directory.path + "/.liaison/locks/job"
+    let wrote = try ChildProcess("flock", [file, "sh", "-c", "echo pid=$$ > '\(file)'"]).finish()
+    #expect(wrote.termination == .exited(0))
+    #expect(try String(contentsOfFile: file, encoding: .utf8).hasPrefix("pid="))
+    #expect(try liaison(["lock", "job", "--"] + token).output == "2\n")
+    #expect(try liaison(["lock", "job", "--"] + token).output == "3\n")
+    // flock(1) holds it: liaison waits (and gives up).
+    let flockHolder = try ChildProcess("flock", [file, "sh", "-c", "echo held; read line || true"])
+    #expect(try flockHolder.readLine() == "held")
+    #expect(try liaison(["lock", "job", "--timeout", "0", "--", "true"]).status == 75)
+    flockHolder.closeInput()
+    #expect(flockHolder.wait() == .exited(0))
+    // liaison holds it: flock(1) does not get it.
+    let liaisonHolder = try ChildProcess(
+      liaisonPath, ["lock", "job", "--", "sh", "-c", "echo held; read line || true"],
+      environment: ["LIAISON_CONTAINER": directory.path])
+    #expect(try liaisonHolder.readLine() == "held")
+    #expect(try ChildProcess("flock", ["-n", file, "true"]).finish().termination == .exited(1))
+    liaisonHolder.closeInput()
+    #expect(liaisonHolder.wait() == .exited(0))
+    #expect(try liaison(["lock", "job", "--"] + token).output == "5\n")
+  }
+
   @Test func lockTimesOutWithStatus75WhileAnotherProcessHoldsIt() throws {
     let holder = try Peer(container: directory.path)
     try holder.send("lock job")

@@ -44,10 +44,43 @@ struct FencingTokenTests {
   @Test func aDamagedCounterIsAClearError() throws {
     let container = try SharedContainer(directory: directory.path)
     let lock = try container.lock("report")
-    try Data("not a number\n".utf8).write(to: URL(fileURLWithPath: lock.path))
+    let first = try #require(try lock.tryLock())
+    #expect(try first.fencingToken() == 1)
+    first.unlock()
+    let counter = directory.path + "/.liaison/locks/.fencing-tokens/report"
+    try Data("not a number\n".utf8).write(to: URL(fileURLWithPath: counter))
     let held = try #require(try lock.tryLock())
     let error = #expect(throws: LiaisonError.self) { try held.fencingToken() }
     #expect(error?.code == .corruptFile)
+    #expect(error?.path == counter)
+  }
+
+  /// The lock's file is another tool's to write (`flock(1)` puts `pid=…` in it): its content never
+  /// stops a token, and is left as it is.
+  @Test func whatAnotherToolWritesInTheLockFileIsIgnored() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let lock = try container.lock("report")
+    try Data("pid=4242\n".utf8).write(to: URL(fileURLWithPath: lock.path))
+    for expected: UInt64 in 1...3 {
+      let held = try #require(try lock.tryLock())
+      #expect(try held.fencingToken() == expected)
+      held.unlock()
+    }
+    #expect(try Data(contentsOf: URL(fileURLWithPath: lock.path)) == Data("pid=4242\n".utf8))
+  }
+
+  /// A lock file of an earlier version holds its counter: the first token read after the upgrade
+  /// is larger, and the counter lives in its own file from then on.
+  @Test func aCounterLeftInTheLockFileIsCountedFrom() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let lock = try container.lock("report")
+    try Data("41\n".utf8).write(to: URL(fileURLWithPath: lock.path))
+    let first = try #require(try lock.tryLock())
+    #expect(try first.fencingToken() == 42)
+    first.unlock()
+    try Data("7\n".utf8).write(to: URL(fileURLWithPath: lock.path))  // read once only
+    let second = try #require(try lock.tryLock())
+    #expect(try second.fencingToken() == 43)
   }
 
   /// `suspend()` takes held locks and claims away: their holders learn it through `loss` and

@@ -62,9 +62,10 @@ public final class LockGuard: Sendable {
   /// holder whose lock ended without its knowing (a process paused by a debugger or `SIGSTOP`
   /// past a `suspend()`, or on PostgreSQL, past the end of its connection).
   ///
-  /// It costs nothing until it is read: the first read adds one to the counter kept in the
-  /// lock's file, under the lock; later reads return the same number. Tokens are 1, 2, 3, … per
-  /// lock name, for as long as the lock's file exists.
+  /// It costs nothing until it is read: the first read adds one to the lock's counter, a file of
+  /// Liaison's own beside the lock's (never the lock's file, which other tools sharing the lock,
+  /// such as `flock(1)`, may write), under the lock; later reads return the same number. Tokens
+  /// are 1, 2, 3, … per lock name, for as long as the counter's file exists.
   ///
   /// ```swift
   /// let held = try await lock.lock()
@@ -74,8 +75,8 @@ public final class LockGuard: Sendable {
   ///
   /// - Throws: ``LiaisonError/Code/invalidArgument`` for a shared lock (several holders at once
   ///   have no order); ``LiaisonError/Code/lost`` once the lock is no longer held;
-  ///   ``LiaisonError/Code/corruptFile`` when the lock's file holds something other than a
-  ///   token (remove the file while nobody uses the lock).
+  ///   ``LiaisonError/Code/corruptFile`` when the counter's file holds something other than a
+  ///   token (remove that file while nobody uses the lock).
   public func fencingToken() throws(LiaisonError) -> UInt64 {
     guard mode == .exclusive else {
       throw LiaisonError(
@@ -89,7 +90,7 @@ public final class LockGuard: Sendable {
         throw state.end.loss
           ?? LiaisonError(.lost, "The lock '\(name)' was unlocked: a fencing token is read while the lock is held.")
       }
-      let token = try FencingCounter.next(fd, path: lock.path)
+      let token = try FencingCounter.next(lock, lockDescriptor: fd)
       state.fencingToken = token
       return token
     }
@@ -120,36 +121,69 @@ extension Locked where Value == LockGuard.GrantState {
   }
 }
 
-/// The fencing-token counter kept in a lock's file: the last token given, as decimal digits and a
-/// newline. An empty file (every lock's file until a token is first read) counts as 0.
+/// The fencing-token counter of a lock: a file of Liaison's own, `.fencing-tokens/NAME` in the
+/// lock's folder, holding the last token given as decimal digits and a newline. It is read and
+/// written only by the holder of the exclusive lock, so it needs no lock of its own; the lock's
+/// file is left to the lock alone, whose content other tools sharing it (`flock(1)` writes
+/// `pid=…` into its file) may write as they like.
+///
+/// A missing or empty counter counts from the counter that versions before it kept in the lock's
+/// file, read once, if that file holds one (decimal digits and a newline), else from 0: tokens
+/// keep growing across the upgrade.
 enum FencingCounter {
+  /// The folder of counters, inside a lock's folder: its leading dot keeps it out of the listing
+  /// of locks.
+  static let folderName = ".fencing-tokens"
   static let maximumLength = 21
 
-  /// Adds one to the counter in `fd` (whose lock the caller holds) and returns the new value.
-  static func next(_ fd: CInt, path: String) throws(LiaisonError) -> UInt64 {
-    let bytes: [UInt8]
-    switch Syscall.read(fd, count: maximumLength + 1) {
-    case .success(let read): bytes = read
-    case .failure(let error): throw LiaisonError.system(error, "read", path: path)
-    }
+  /// Adds one to the counter of `lock`, whose exclusive lock the caller holds on `lockDescriptor`,
+  /// and returns the new value.
+  static func next(_ lock: ProcessLock, lockDescriptor: CInt) throws(LiaisonError) -> UInt64 {
+    let counters = try PrivateFolder.open(folderName, in: lock.folder.descriptor, parentPath: lock.folder.path)
+    let path = counters.path(of: lock.name.rawValue)
+    // `create: true` never returns nil.
+    let fd = try counters.openFile(lock.name.rawValue, create: true)!
+    defer { Syscall.close(fd) }
     let last: UInt64
-    if bytes.isEmpty {
-      last = 0
-    } else if bytes.count <= maximumLength, bytes.last == UInt8(ascii: "\n"),
-      let value = UInt64(String(decoding: bytes.dropLast(), as: UTF8.self)), value < UInt64.max
-    {
+    switch try read(fd, path: path) {
+    case .counter(let value):
       last = value
-    } else {
+    case .empty:
+      // Before the counter had a file of its own, the lock's file held it. Anything else there is
+      // another tool's, and ignored.
+      if case .counter(let value) = try? read(lockDescriptor, path: lock.path) { last = value } else { last = 0 }
+    case .other:
       throw LiaisonError(
         .corruptFile,
-        "The lock file '\(path)' holds something other than a fencing-token counter, so no token larger than every "
-          + "earlier one can be given. Remove the file while no process uses the lock (tokens then start again at 1, "
-          + "so reset what checks them too).", path: path)
+        "The fencing-token counter '\(path)' holds something other than a token, so no token larger than every "
+          + "earlier one can be given. Remove the file while no process uses the lock '\(lock.name)' (tokens then "
+          + "start again at 1, so reset what checks them too).", path: path)
     }
     let token = last + 1
     if case .failure(let error) = Syscall.write(fd, Array("\(token)\n".utf8), at: 0) {
       throw LiaisonError.system(error, "write", path: path)
     }
     return token
+  }
+
+  /// What a counter's file holds.
+  private enum Stored {
+    case empty
+    /// A counter below `UInt64.max`, which can grow.
+    case counter(UInt64)
+    case other
+  }
+
+  private static func read(_ fd: CInt, path: String) throws(LiaisonError) -> Stored {
+    let bytes: [UInt8]
+    switch Syscall.read(fd, count: maximumLength + 1) {
+    case .success(let read): bytes = read
+    case .failure(let error): throw LiaisonError.system(error, "read", path: path)
+    }
+    if bytes.isEmpty { return .empty }
+    guard bytes.count <= maximumLength, bytes.last == UInt8(ascii: "\n"),
+      let value = UInt64(String(decoding: bytes.dropLast(), as: UTF8.self)), value < UInt64.max
+    else { return .other }
+    return .counter(value)
   }
 }

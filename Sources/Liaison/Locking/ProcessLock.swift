@@ -47,7 +47,7 @@ public final class ProcessLock: Sendable {
   public let name: LiaisonName
   let container: SharedContainer
   /// The folder holding the lock file: the container's `locks`, or a module's own.
-  private let folder: PrivateFolder
+  let folder: PrivateFolder
 
   /// This lock's open descriptors and grants in this process.
   let descriptors: LockDescriptors
@@ -325,32 +325,41 @@ public enum LockState: Sendable, Hashable, CustomStringConvertible {
   case shared
   /// One exclusive holder has it.
   case exclusive
+  /// Not known: the system has no table of locks to read (Apple platforms), and a probe never
+  /// takes the lock to find out.
+  case unknown
 
   public var description: String {
     switch self {
     case .unlocked: "unlocked"
     case .shared: "held shared"
     case .exclusive: "held exclusive"
+    case .unknown: "unknown (no lock table to read on this system)"
     }
   }
 }
 
 extension ProcessLock {
-  /// Who holds the lock right now, as far as a non-blocking probe can tell.
+  /// Who holds the lock right now, read from the kernel's table of locks (`/proc/locks`) without
+  /// taking the lock: looking never makes another process's ``tryLock(_:)`` fail or its wait
+  /// longer. Meant for inspection (`liaison status`), not for deciding whether to lock: take the
+  /// lock with ``tryLock(_:)`` instead.
   ///
-  /// The probe takes and at once releases the lock with `LOCK_NB`, so for those microseconds
-  /// another process's ``tryLock(_:)`` may find it taken. Meant for inspection (`liaison status`),
-  /// not for deciding whether to lock: take the lock with ``tryLock(_:)`` instead.
+  /// ``LockState/unknown`` where there is no such table (Apple platforms, a Linux without
+  /// `/proc`). In a container's pid namespace (Docker) the kernel lists only the locks it can
+  /// name a taker of there: a holder in another container reads ``LockState/unlocked``.
+  ///
+  /// - Throws: ``LiaisonError/Code/unsafeFile`` when something other than Liaison's file stands
+  ///   at the lock's name.
   public func probe() throws(LiaisonError) -> LockState {
-    if let held = try tryLock(.exclusive) {
-      held.unlock()
-      return .unlocked
-    }
-    if let held = try tryLock(.shared) {
-      held.unlock()
-      return .shared
-    }
-    return .exclusive
+    guard let table = FileLockTable.read() else { return .unknown }
+    return try probe(in: table)
+  }
+
+  /// The lock's state as `table` lists it: for listings, which read the table once.
+  package func probe(in table: FileLockTable) throws(LiaisonError) -> LockState {
+    guard let info = try folder.inspectFile(name.rawValue) else { return .unlocked }
+    return table.state(of: FileKey(device: deviceNumber(info.st_dev), inode: UInt64(info.st_ino))) ?? .unlocked
   }
 }
 

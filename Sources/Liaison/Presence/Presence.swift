@@ -41,81 +41,69 @@ public final class Presence: Sendable {
   /// The presence's name.
   public let name: LiaisonName
   let container: SharedContainer
-  /// A descriptor kept open for probes, once the presence's file exists.
-  private let probeDescriptor = Locked<CInt?>(nil)
 
   init(name: LiaisonName, container: SharedContainer) {
     self.name = name
     self.container = container
   }
 
-  deinit {
-    if let fd = probeDescriptor.withLock({ $0 }) { Syscall.close(fd) }
-  }
-
   var path: String { container.presenceFolder.path(of: name.rawValue) }
 
   /// Whether the presence is claimed, or leased and not expired, right now.
   ///
-  /// A non-blocking probe: a shared `flock` attempt on a descriptor kept open, and for leases a
-  /// read of the record. It holds nothing afterwards, so it is safe to call from any thread, as
-  /// often as needed. While the container is suspended (``SharedContainer/suspend()``) it takes
-  /// no lock, even for that moment: it reads the record, and a claim counts as active while its
-  /// process exists.
+  /// Looking takes no lock: it reads the record and, for a claim, whether the presence's file
+  /// is locked (see ``holder``), so it never makes a claimant wait, and is safe to call from any
+  /// thread, as often as needed. A record being rewritten under its lock counts as active.
   public var isActive: Bool {
-    get throws(LiaisonError) {
-      try withProbe { fd throws(LiaisonError) in
-        let probed = try container.lifecycle.briefly { () throws(LiaisonError) -> Bool in
-          switch Syscall.lock(fd, LOCK_SH | LOCK_NB) {
-          case .success(false):
-            return true  // an exclusive holder: a claim, or a lease being written
-          case .success(true):
-            defer { Syscall.unlock(fd) }
-            if case .holder(let holder) = try readRecord(fd) {
-              return holder.isLiveLease(now: SystemClock.bootNanoseconds())
-            }
-            return false
-          case .failure(let error):
-            throw LiaisonError.system(error, "probe", path: path)
-          }
-        }
-        if let probed { return probed }
-        return try lookWithoutLocking(fd).probe != .known(nil)
-      } ?? false
-    }
+    get throws(LiaisonError) { try look().probe != .known(nil) }
   }
 
   /// The current holder, or `nil` when the presence is not active.
   ///
-  /// The record of a claim is returned only while its lock is held, so a holder that died is
-  /// never reported. A process id names a process in the holder's pid namespace: processes in
-  /// different containers (Docker, LXC) that share a volume see each other's claims and leases,
-  /// but a ``PresenceHolder/processID`` from another namespace means nothing here. Liveness is
-  /// the kernel's lock, never the pid, except for the brief moment of a claim being written, and
-  /// while the container is suspended (``SharedContainer/suspend()``): a suspended process takes
-  /// no lock, so a claim is then judged by its record and its process's existence, and a holder
-  /// that died is reported until its pid is gone (or for as long as another process reuses it).
+  /// Reading it takes no lock, so it never makes another process's claim fail or wait: it reads
+  /// the holder's record, and for a claim whether the presence's file is `flock`-ed, from the
+  /// kernel's table of locks (`/proc/locks`, Linux). A claim is reported while its lock is held,
+  /// so a holder that died is never reported; one whose process has exited while a descendant
+  /// holds the lock on (a self-daemonising program run under `liaison presence claim`) is
+  /// reported with ``PresenceHolder/processHasExited`` set. Where the kernel's table cannot
+  /// answer, a claim is judged by its record and its process's existence, as while the container
+  /// is suspended: a holder that died is then reported until its pid is gone (or for as long as
+  /// another process reuses it), a claim whose process has exited reads inactive even if a
+  /// descendant holds the lock, and a claim being made (its record not written yet) is not seen
+  /// until it is. That is so on Apple platforms, which have no such table, and, on Linux, for a
+  /// claim the table does not list from inside a container's pid namespace (Docker), where the
+  /// kernel lists only the locks whose taker it can name there.
   ///
-  /// - Throws: ``LiaisonError/Code/claimInProgress`` when the presence is active but its holder
-  ///   has not written its record within 100 ms (a claim being made by a process descheduled
-  ///   there, or another program locking the file): read again shortly.
+  /// A process id names a process in the holder's pid namespace: processes in different
+  /// containers (Docker, LXC) that share a volume see each other's leases, and claims as far as
+  /// the above allows, but a ``PresenceHolder/processID`` from another namespace means nothing
+  /// here.
+  ///
+  /// - Throws: ``LiaisonError/Code/claimInProgress`` when the presence's file stays locked for
+  ///   100 ms without a record that reads whole (a claim being made or a record being written by
+  ///   a process descheduled there, or a damaged record under another program's lock): read
+  ///   again shortly.
   public var holder: PresenceHolder? {
-    get throws(LiaisonError) {
-      let deadline = SystemClock.bootNanoseconds() + Self.settleTime
-      while true {
-        switch try probeHolder() {
-        case .known(let holder):
-          return holder
-        case .inProgress:
-          if SystemClock.bootNanoseconds() > deadline {
-            throw LiaisonError(
-              .claimInProgress,
-              "The presence '\(name)' is active, but its holder has not written its record yet (a claim being made, "
-                + "or another program locking '\(path)'). Read it again shortly.",
-              path: path)
-          }
-          sched_yield()
+    get throws(LiaisonError) { try holder(in: nil) }
+  }
+
+  /// The current holder, as ``holder`` reads it, judging claims by `table` when a listing read
+  /// the kernel's table of locks already (one read for every presence listed).
+  package func holder(in table: FileLockTable?) throws(LiaisonError) -> PresenceHolder? {
+    let deadline = SystemClock.bootNanoseconds() + Self.settleTime
+    while true {
+      switch try look(in: table).probe {
+      case .known(let holder):
+        return holder
+      case .inProgress:
+        if SystemClock.bootNanoseconds() > deadline {
+          throw LiaisonError(
+            .claimInProgress,
+            "The presence '\(name)' has a record being written, or a damaged one, in '\(path)'. Read it again "
+              + "shortly.",
+            path: path)
         }
+        sched_yield()
       }
     }
   }
@@ -124,76 +112,71 @@ public final class Presence: Sendable {
   enum Probe: Equatable {
     /// The holder, or `nil` when the presence is not active.
     case known(PresenceHolder?)
-    /// Locked without a complete record: a claim or a lease renewal being written. The writer's
-    /// write (or close) is a change of the file, so a watch learns the outcome by itself.
+    /// A record that does not read whole: being written, or damaged. The writer's write (or
+    /// close) is a change of the file, so a watch learns the outcome by itself.
     case inProgress
   }
 
-  /// What one look found, and whether the file's lock was held exclusively then (by a claim, or
-  /// a claim or lease being written), as far as the look could tell.
+  /// What one look found, and whether it judged the presence held by a claim then: only then
+  /// can a bare unlock of the file (Apple's `NOTE_FUNLOCK`) be news (see `PresenceWatch`).
   struct Look {
     let probe: Probe
     let heldExclusively: Bool
   }
 
-  /// Reads the holder once, without waiting: safe on the event loop's thread.
-  func probeHolder() throws(LiaisonError) -> Probe {
-    try look().probe
-  }
-
-  /// Looks at the presence once, without waiting: a shared `flock` attempt and a read of the
-  /// record; while the container is suspended, the record alone (``lookWithoutLocking(_:)``).
-  func look() throws(LiaisonError) -> Look {
-    try withProbe { fd throws(LiaisonError) -> Look in
-      let locked = try container.lifecycle.briefly { () throws(LiaisonError) -> Look in
-        switch Syscall.lock(fd, LOCK_SH | LOCK_NB) {
-        case .success(true):
-          defer { Syscall.unlock(fd) }
-          if case .holder(let holder) = try readRecord(fd), holder.isLiveLease(now: SystemClock.bootNanoseconds()) {
-            return Look(probe: .known(holder), heldExclusively: false)
-          }
-          return Look(probe: .known(nil), heldExclusively: false)
-        case .success(false):
-          // Held exclusively: a claim (whose record is complete once written), or a lease being
-          // renewed (whose complete record is the one being renewed, or its renewal).
-          if case .holder(let holder) = try readRecord(fd) {
-            if holder.kind == .claim, Syscall.processExists(holder.processID) {
-              return Look(probe: .known(holder), heldExclusively: true)
-            }
-            if holder.isLiveLease(now: SystemClock.bootNanoseconds()) {
-              return Look(probe: .known(holder), heldExclusively: true)
-            }
-          }
-          return Look(probe: .inProgress, heldExclusively: true)
-        case .failure(let error):
-          throw LiaisonError.system(error, "probe", path: path)
-        }
-      }
-      if let locked { return locked }
-      return try lookWithoutLocking(fd)
-    } ?? Look(probe: .known(nil), heldExclusively: false)
-  }
-
-  /// Looks at the record without any lock, while the container is suspended: a claim is taken
-  /// as held while its process exists (a process that died leaves its record, and its pid may
-  /// be reused), a lease until it expires. A claim being made, its record not written yet, is not
-  /// seen. A record being rewritten (truncated, then written) reads empty or partial for a
-  /// moment: such a read is made again, and one that stays partial is a record being written.
-  private func lookWithoutLocking(_ fd: CInt) throws(LiaisonError) -> Look {
+  /// Looks at the presence once, taking no lock and never waiting: safe on the event loop's
+  /// thread. Reads the record, then, for a claim, the kernel's table of locks: `table` when a
+  /// listing read it already, else read now.
+  func look(in table: FileLockTable? = nil) throws(LiaisonError) -> Look {
+    guard let fd = try container.presenceFolder.openFile(name.rawValue, create: false) else {
+      return Look(probe: .known(nil), heldExclusively: false)
+    }
+    defer { Syscall.close(fd) }
+    // A record being written reads as a mix of the old and the new for a moment: read again.
     var record = try readRecord(fd)
-    for _ in 0..<3 {
-      if case .holder = record { break }
+    for _ in 0..<3 where record == .unreadable {
       sched_yield()
       record = try readRecord(fd)
     }
-    if record == .unreadable { return Look(probe: .inProgress, heldExclusively: true) }
-    guard case .holder(let holder) = record else { return Look(probe: .known(nil), heldExclusively: false) }
-    if holder.kind == .claim {
-      let alive = Syscall.processExists(holder.processID)
-      return Look(probe: .known(alive ? holder : nil), heldExclusively: alive)
+    let claim: PresenceHolder?
+    switch record {
+    case .holder(let lease) where lease.kind == .lease:
+      let live = lease.isLiveLease(now: SystemClock.bootNanoseconds())
+      return Look(probe: .known(live ? lease : nil), heldExclusively: false)
+    case .holder(let recorded):
+      claim = recorded
+    case .empty, .unreadable:
+      claim = nil
     }
-    return Look(
-      probe: .known(holder.isLiveLease(now: SystemClock.bootNanoseconds()) ? holder : nil), heldExclusively: false)
+    // A claim's record, none (a claim being made has the lock before its record), or one that
+    // does not read whole: whether the file is locked decides.
+    switch try lockState(fd, table: table) {
+    case .exclusive:
+      guard let claim else { return Look(probe: .inProgress, heldExclusively: true) }
+      let exited = !Syscall.processExists(claim.processID)
+      return Look(probe: .known(exited ? claim.withProcessExited() : claim), heldExclusively: true)
+    case .unlocked, .shared, .unknown:
+      // Released (a release clears the record first), or its holder died; a damaged record.
+      return Look(probe: .known(nil), heldExclusively: false)
+    case nil:
+      // No table to tell: no record is nobody, and one that stays unreadable most likely one cut
+      // short by a crash.
+      guard let claim else { return Look(probe: .known(nil), heldExclusively: false) }
+      let alive = Syscall.processExists(claim.processID)
+      return Look(probe: .known(alive ? claim : nil), heldExclusively: alive)
+    }
+  }
+
+  /// Whether the file open on `fd` is `flock`-ed, from `table` or the kernel's table read now;
+  /// `nil` when no table can tell (none to read, or one that does not list every lock).
+  private func lockState(_ fd: CInt, table: FileLockTable?) throws(LiaisonError) -> LockState? {
+    guard let table = table ?? FileLockTable.read() else { return nil }
+    let key: FileKey
+    switch Syscall.status(fd) {
+    case .success(let info): key = FileKey(device: deviceNumber(info.st_dev), inode: UInt64(info.st_ino))
+    case .failure(let error): throw LiaisonError.system(error, "inspect", path: path)
+    }
+    return table.state(of: key) ?? (table.isComplete ? .unlocked : nil)
   }
 
   /// Claims the presence for as long as the returned ``PresenceClaim`` lives.
@@ -311,19 +294,6 @@ public final class Presence: Sendable {
       .alreadyClaimed,
       "The presence '\(name)' is already held by \(holder). Wait for it to be released, or check isActive first.",
       path: path)
-  }
-
-  /// Runs `body` with the probe descriptor, opening it once the file exists.
-  ///
-  /// - Returns: `nil` when the presence's file does not exist (never claimed).
-  private func withProbe<T>(_ body: (CInt) throws(LiaisonError) -> T) throws(LiaisonError) -> T? {
-    try probeDescriptor.withLock { descriptor throws(LiaisonError) -> T? in
-      if descriptor == nil {
-        descriptor = try container.presenceFolder.openFile(name.rawValue, create: false)
-      }
-      guard let fd = descriptor else { return nil }
-      return try body(fd)
-    }
   }
 
   private static func validate(info: String?) throws(LiaisonError) {

@@ -191,14 +191,12 @@ final class PresenceWatch: Sendable {
 
   /// Runs on the event loop's thread for an event of the presence's file.
   ///
-  /// On Apple platforms every release of a `flock` on the file is an event (`NOTE_FUNLOCK`),
-  /// this watch's own probes' included: were each one answered by a probe, whose release is
-  /// again an event, the watch would probe forever, a core spinning and locks taken after
-  /// `suspend()`. An unlock alone is news only when the last look found the file locked
-  /// exclusively: then it may be a holder's release or death (its close). When it was free or
-  /// shared, what can make it held again is a claim or lease, and their records are writes,
-  /// which are changes: the unlock is the echo of a probe (this process's or another's), and is
-  /// ignored. So the looks are bounded by the events that really happened.
+  /// On Apple platforms every release of a `flock` on the file is an event (`NOTE_FUNLOCK`), a
+  /// lease renewal's and a claimant's brief lock included (a look takes none). An unlock alone is
+  /// news only when the last look judged the presence held by a claim: then it may be the
+  /// holder's release or death (its close). Otherwise, what can make it held again is a claim or
+  /// lease, and their records are writes, which are changes: the unlock is the echo of a brief
+  /// holder, and is ignored. So the looks are bounded by the events that really happened.
   private func fileChanged(_ events: WatchEvents) {
     if events == .unlocked, !state.withLock({ $0.heldExclusively }) { return }
     evaluate()

@@ -29,12 +29,18 @@ public struct PresenceHolder: Sendable, Hashable, CustomStringConvertible {
   package let leaseExpiry: UInt64?
   /// For a lease, the lease's identity, so that only its holder renews or releases it.
   package let leaseToken: UInt64?
+  /// Whether the claim's process (``processID``) has exited while the claim lives on: a process
+  /// it passed the claim's descriptor to holds the lock, a descendant such as the worker a
+  /// self-daemonising program leaves running (`liaison presence claim NAME -- sh -c 'worker &'`).
+  /// The holder's own pid is not recorded. Always `false` for a lease.
+  public let processHasExited: Bool
 
   package init(
     kind: Kind, processID: Int32, since: Date, info: String?, host: String? = nil, leaseExpiry: UInt64? = nil,
-    leaseToken: UInt64? = nil
+    leaseToken: UInt64? = nil, processHasExited: Bool = false
   ) {
     self.host = host
+    self.processHasExited = processHasExited
     self.kind = kind
     self.processID = processID
     self.since = since
@@ -55,8 +61,16 @@ public struct PresenceHolder: Sendable, Hashable, CustomStringConvertible {
     kind == .lease && (leaseExpiry ?? 0) > now
   }
 
+  /// This holder, noted as held by a descendant of its exited process.
+  func withProcessExited() -> PresenceHolder {
+    PresenceHolder(
+      kind: kind, processID: processID, since: since, info: info, host: host, leaseExpiry: leaseExpiry,
+      leaseToken: leaseToken, processHasExited: true)
+  }
+
   public var description: String {
     var text = "pid \(processID)\(host.map { " on \($0)" } ?? "") (\(kind.rawValue))"
+    if processHasExited { text += ", held by a descendant of pid \(processID), which has exited" }
     if let info { text += ": \(info)" }
     return text
   }

@@ -176,32 +176,63 @@ package final class SignalFile: Sendable {
   }
 
   let name: LiaisonName
-  let descriptor: CInt
+  let folder: PrivateFolder
   let path: String
   let doorbell: String
   let key: FileKey
   /// The container's lifecycle: a post takes no lock while it is suspended.
   let lifecycle: ContainerLifecycle
+  /// The descriptor that posts and reads of `state` use, opened by the first and kept. Observing
+  /// keeps none (see ``readKeepingNoDescriptor()``), so that a process observing ten thousand
+  /// signals holds no descriptor per signal.
+  private let kept = Locked<CInt?>(nil)
 
   init(name: LiaisonName, folder: PrivateFolder, lifecycle: ContainerLifecycle) throws(LiaisonError) {
     self.name = name
+    self.folder = folder
     self.lifecycle = lifecycle
-    descriptor = try folder.openFile(name.rawValue, create: true)!
     path = folder.path(of: name.rawValue)
     doorbell = folder.doorbell(for: "signals." + name.rawValue)
-    switch Syscall.status(descriptor) {
+    // `create: true` never returns nil.
+    let fd = try folder.openFile(name.rawValue, create: true)!
+    defer { Syscall.close(fd) }
+    switch Syscall.status(fd) {
     case .success(let info): key = FileKey(device: deviceNumber(info.st_dev), inode: UInt64(info.st_ino))
-    case .failure(let error):
-      Syscall.close(descriptor)
-      throw LiaisonError.system(error, "inspect", path: path)
+    case .failure(let error): throw LiaisonError.system(error, "inspect", path: path)
     }
   }
 
-  deinit { Syscall.close(descriptor) }
+  deinit {
+    if let fd = kept.withLock({ $0 }) { Syscall.close(fd) }
+  }
+
+  /// The kept descriptor, opened if none is.
+  private func descriptor() throws(LiaisonError) -> CInt {
+    try kept.withLock { kept throws(LiaisonError) -> CInt in
+      if let fd = kept { return fd }
+      let fd = try folder.openFile(name.rawValue, create: true)!
+      kept = fd
+      return fd
+    }
+  }
+
+  /// Runs `body` with the kept descriptor, or, when none is kept, with one opened for it alone
+  /// and closed after it: how observers read and watch the file.
+  func withDescriptorKeepingNone<T>(_ body: (CInt) throws(LiaisonError) -> T) throws(LiaisonError) -> T {
+    if let fd = kept.withLock({ $0 }) { return try body(fd) }
+    let fd = try folder.openFile(name.rawValue, create: true)!
+    defer { Syscall.close(fd) }
+    return try body(fd)
+  }
 
   /// Reads the record, without a lock.
   func read() throws(LiaisonError) -> Record {
-    try decode()
+    try decode(descriptor())
+  }
+
+  /// Reads the record, without a lock, and without keeping a descriptor open after it.
+  func readKeepingNoDescriptor() throws(LiaisonError) -> Record {
+    try withDescriptorKeepingNone { fd throws(LiaisonError) in try decode(fd) }
   }
 
   /// Increments the sequence and replaces the state with `newState(old)`, under an exclusive
@@ -213,9 +244,10 @@ package final class SignalFile: Sendable {
   ///   holds the lock.
   @discardableResult
   func update(notify: Bool = true, waiting: Bool = true, _ newState: (UInt64) -> UInt64) throws(LiaisonError) -> Bool {
+    let descriptor = try descriptor()
     let updated: Void? = try lifecycle.withBriefExclusiveLock(descriptor, path: path, waiting: waiting) {
       () throws(LiaisonError) in
-      var record = try decode()
+      var record = try decode(descriptor)
       record.state = newState(record.state)
       if notify {
         record.sequence &+= 1
@@ -266,7 +298,7 @@ package final class SignalFile: Sendable {
     }
   }
 
-  private func decode() throws(LiaisonError) -> Record {
+  private func decode(_ descriptor: CInt) throws(LiaisonError) -> Record {
     var bytes: [UInt8] = []
     // A read that overlaps a write sees a mix of both: read again. A file that never decodes is
     // corrupt.

@@ -39,8 +39,12 @@ final class SignalHub: Sendable {
     let id = try state.withLock { state throws(LiaisonError) -> UInt64 in
       if state.watched[key] == nil {
         // A post writes the file: an unlock alone (a post's release, on Apple platforms) is no news.
-        let registration = try EventLoop.watch(.file(descriptor: file.descriptor, doorbell: file.doorbell)) { events in
-          if events.contains(.changed) { SignalHub.shared.fire(key) }
+        // The watch outlives the descriptor it was made through (Linux watches the inode; Apple
+        // platforms keep a duplicate).
+        let registration = try file.withDescriptorKeepingNone { fd throws(LiaisonError) in
+          try EventLoop.watch(.file(descriptor: fd, doorbell: file.doorbell)) { events in
+            if events.contains(.changed) { SignalHub.shared.fire(key) }
+          }
         }
         state.watched[key] = Watched(file: file, registration: registration)
       }
@@ -50,7 +54,7 @@ final class SignalHub: Sendable {
       return state.nextID
     }
     do throws(LiaisonError) {
-      let sequence = try file.read().sequence
+      let sequence = try file.readKeepingNoDescriptor().sequence
       state.withLock { state in
         if state.watched[key]?.observers[id] != nil, state.watched[key]!.observers[id]!.lastSequence == nil {
           state.watched[key]!.observers[id]!.lastSequence = sequence
@@ -89,7 +93,7 @@ final class SignalHub: Sendable {
   private func fire(_ key: FileKey) {
     guard let file = state.withLock({ $0.watched[key]?.file }) else { return }
     // A corrupt or vanished record wakes nobody; readers of `state` get the error.
-    guard let record = try? file.read() else { return }
+    guard let record = try? file.readKeepingNoDescriptor() else { return }
     let notification = SignalNotification(name: file.name, state: record.state, sequence: record.sequence)
     let deliveries = state.withLock { state -> [@Sendable (SignalNotification) -> Void] in
       // Taken out and put back, and walked by index: a copy of the entry, or an iterator, would

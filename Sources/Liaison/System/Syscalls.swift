@@ -93,10 +93,13 @@ enum Syscall {
     return .success(buffer)
   }
 
-  /// Replaces the whole content of `fd` with `bytes`: truncates, then writes at offset 0.
+  /// Replaces the whole content of `fd` with `bytes`: writes them at offset 0, then cuts the file
+  /// to their length. A reader that takes no lock sees the old content, the new, or a mix of both
+  /// (which a record's format tells apart), never an empty file unless `bytes` is empty.
   static func replaceContent(_ fd: CInt, with bytes: [UInt8]) -> Result<Void, Errno> {
-    if retryOnInterrupt({ ftruncate(fd, 0) }) != 0 { return .failure(currentErrno()) }
-    return write(fd, bytes, at: 0)
+    if case .failure(let error) = write(fd, bytes, at: 0) { return .failure(error) }
+    if retryOnInterrupt({ ftruncate(fd, off_t(bytes.count)) }) != 0 { return .failure(currentErrno()) }
+    return .success(())
   }
 
   /// Writes all of `bytes` at `offset` with `pwrite(2)`, leaving the rest of the file as it is.

@@ -1,0 +1,134 @@
+import Foundation
+import LiaisonTestSupport
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// `status`, `presence check` and `presence list` look without disturbing, at any scale, and say
+/// what they know of a claim whose process left it to a descendant.
+@Suite("Inspection with the liaison command")
+struct InspectionTests {
+  let directory = TemporaryDirectory()
+
+  /// Runs `liaison ARGS` on the test's container; returns its shell status and output.
+  func liaison(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+    let child = try ChildProcess(
+      liaisonPath, arguments, environment: ["LIAISON_CONTAINER": directory.path], errors: .pipe)
+    let (output, errors, termination) = child.finish()
+    return (termination.shellStatus, output, errors)
+  }
+
+  /// Starts `liaison ARGS` on the test's container with at most 1,024 open descriptors, the
+  /// default limit of a shell (`ulimit -n`).
+  func liaisonUnderDefaultDescriptorLimit(_ arguments: [String]) throws -> ChildProcess {
+    try ChildProcess(
+      "/bin/sh", ["-c", "ulimit -n 1024 && exec \"$0\" \"$@\"", liaisonPath] + arguments,
+      environment: ["LIAISON_CONTAINER": directory.path], errors: .pipe)
+  }
+
+  /// Looking takes no lock: while `status` and `presence list` run over and over, another
+  /// process tries the lock without waiting thousands of times, and every try gets it.
+  @Test(.enabled(if: readsProc, "the lock table is Linux's")) func lookingNeverMakesATryFail() throws {
+    let peer = try Peer(container: directory.path)
+    #expect(try peer.send("trylock-repeatedly job 1") == "0 busy")
+    let claimant = try Peer(container: directory.path)
+    try claimant.send("claim recording")
+    let looker = try ChildProcess(
+      "/bin/sh",
+      [
+        "-c", "for i in $(seq 40); do \"$0\" status >/dev/null && \"$0\" presence list >/dev/null || exit 1; done",
+        liaisonPath,
+      ],
+      environment: ["LIAISON_CONTAINER": directory.path])
+    var busy = 0
+    var tries = 0
+    while !looker.hasExited {
+      let answer = try peer.send("trylock-repeatedly job 2000")
+      busy += try #require(Int(answer.split(separator: " ")[0]))
+      tries += 2000
+    }
+    #expect(looker.wait() == .exited(0))
+    #expect(busy == 0, "\(busy) of \(tries) tries found the lock taken by a look")
+  }
+
+  /// Ten thousand presences are listed under the default limit of 1,024 descriptors: one is
+  /// opened, read and closed at a time.
+  @Test func tenThousandPresencesAreListedUnderTheDefaultDescriptorLimit() throws {
+    #expect(try liaison(["post", "start"]).status == 0)  // the container now exists
+    let folder = directory.path + "/.liaison/presence/"
+    for index in 0..<10_000 {
+      #expect(FileManager.default.createFile(atPath: folder + String(format: "p%05d", index), contents: nil))
+    }
+    let claimant = try Peer(container: directory.path)
+    try claimant.send("claim p09999")
+    let list = try liaisonUnderDefaultDescriptorLimit(["presence", "list"]).finish()
+    #expect(list.termination == .exited(0), "\(list.errors)")
+    let lines = list.output.split(separator: "\n")
+    #expect(lines.count == 10_000)
+    #expect(lines.last?.hasPrefix("p09999\tactive: pid \(claimant.pid) (claim)") == true)
+    let status = try liaisonUnderDefaultDescriptorLimit(["status", "--json"]).finish()
+    #expect(status.termination == .exited(0), "\(status.errors)")
+    let object = try JSONSerialization.jsonObject(with: Data(status.output.utf8)) as? [String: Any]
+    #expect((object?["presences"] as? [Any])?.count == 10_000)
+    #expect((object?["problems"] as? [Any])?.isEmpty == true)
+  }
+
+  /// Ten thousand signals are observed under the default limit of 1,024 descriptors (Linux: the
+  /// watches need no descriptor per signal), and a post to the last one is seen.
+  @Test(.enabled(if: isLinux, "Apple platforms keep a descriptor per observed signal"))
+  func tenThousandSignalsAreObservedUnderTheDefaultDescriptorLimit() throws {
+    #expect(try liaison(["post", "start"]).status == 0)
+    let folder = directory.path + "/.liaison/signals/"
+    let names = (0..<10_000).map { String(format: "s%05d", $0) }
+    for name in names { #expect(FileManager.default.createFile(atPath: folder + name, contents: nil)) }
+    let observer = try liaisonUnderDefaultDescriptorLimit(["observe"] + names)
+    defer {
+      observer.kill(SIGKILL)
+      observer.wait()
+    }
+    // `observe` prints nothing until a notification: post until it answers (each post is one).
+    var line: String?
+    while line == nil && !observer.hasExited {
+      #expect(try liaison(["post", "s09999", "--state", "7"]).status == 0)
+      line = try? observer.readLine(timeout: 0.2)
+    }
+    #expect(line?.hasPrefix("s09999 7 ") == true, "observe ended: \(observer.finish().errors)")
+  }
+
+  /// A self-daemonising command under `presence claim` leaves the claim to its worker: `check`,
+  /// `list` and `status` say the presence is held by a descendant of the recorded process, which
+  /// has exited, until the worker ends.
+  @Test(.enabled(if: readsProc, "the lock table is Linux's")) func aClaimLeftToADescendantIsReportedSo() throws {
+    let claim = try ChildProcess(
+      liaisonPath, ["presence", "claim", "syncd", "--", "sh", "-c", "sleep 1000 >/dev/null & echo $$ $!"],
+      environment: ["LIAISON_CONTAINER": directory.path])
+    let pids = try claim.readLine().split(separator: " ").compactMap { Int32($0) }
+    #expect(claim.wait() == .exited(0))
+    try #require(pids.count == 2)
+    let (recorded, worker) = (pids[0], pids[1])
+    defer { kill(worker, SIGKILL) }
+
+    let check = try liaison(["presence", "check", "syncd"])
+    #expect(check.status == 0)
+    #expect(check.output.hasPrefix("active: pid \(recorded) (claim)"))
+    #expect(check.output.contains("held by a descendant of pid \(recorded), which has exited"))
+    let json = try liaison(["presence", "check", "syncd", "--json"])
+    let holder = (try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any])?["holder"]
+    #expect((holder as? [String: Any])?["pid"] as? Int == Int(recorded))
+    #expect((holder as? [String: Any])?["pidExited"] as? Bool == true)
+    #expect(try liaison(["presence", "list"]).output.contains("held by a descendant of pid \(recorded)"))
+    #expect(try liaison(["status"]).output.contains("held by a descendant of pid \(recorded)"))
+    let status = try liaison(["status", "--json"])
+    let presences = (try JSONSerialization.jsonObject(with: Data(status.output.utf8)) as? [String: Any])?["presences"]
+    let reported = (presences as? [[String: Any]])?.first
+    #expect(reported?["active"] as? Bool == true)
+    #expect((reported?["holder"] as? [String: Any])?["pidExited"] as? Bool == true)
+
+    kill(worker, SIGKILL)
+    try waitUntil("the worker's end releases the claim") { try liaison(["presence", "check", "syncd"]).status == 1 }
+  }
+}
