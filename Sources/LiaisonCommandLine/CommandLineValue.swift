@@ -26,6 +26,17 @@ package enum CommandLineValue {
     return state
   }
 
+  /// A signal's sequence (`wait --after`): a whole number from 0 to 2^64-1, in decimal, as
+  /// `liaison state NAME --sequence` prints it.
+  package static func sequence(_ text: String) throws(LiaisonError) -> UInt64 {
+    guard let sequence = UInt64(text) else {
+      throw LiaisonError(
+        .invalidArgument,
+        "a sequence is a whole number from 0 to \(UInt64.max), as `liaison state NAME --sequence` prints it.")
+    }
+    return sequence
+  }
+
   /// The value of `liaison defaults write` and the message of `liaison send`, as the JSON to store: `text` itself when it is JSON
   /// (`0.8`, `true`, `{"a": 1}`, `"dark"`), else `text` as a JSON string (`dark` → `"dark"`).
   package static func json(_ text: String) -> Data {

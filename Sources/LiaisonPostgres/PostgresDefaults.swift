@@ -245,6 +245,35 @@
       try await write(name, try StoredValue(checkedJSON: json, key: name, domain: domain))
     }
 
+    /// Stores JSON text for the key called `name` only if its value is `expected` now, atomically
+    /// across processes and hosts: the compare-and-set of tools that do not know the key's type
+    /// (the `liaison defaults write --if-value` command), for which ``update(_:_:)`` is the typed
+    /// form. A transaction of its own (see ``transaction(_:)``).
+    ///
+    /// - Parameter expected: the stored form the value must have, byte for byte; `nil` stores
+    ///   only if the key has no value.
+    /// - Returns: `true` when it stored `json`; `false`, having written nothing, when the value
+    ///   was not `expected`.
+    /// - Throws: as ``setJSON(_:for:)``.
+    public func setJSON(_ json: Data, for name: LiaisonName, replacing expected: DefaultsRawValue?) async throws
+      -> Bool
+    {
+      let stored = try StoredValue(checkedJSON: json, key: name, domain: domain)
+      do {
+        try await transaction { transaction in
+          guard try await transaction.storedValue(of: name)?.raw == expected else { throw ValueDiffers() }
+          try await transaction.save(stored, for: name)
+        }
+        return true
+      } catch is ValueDiffers {
+        return false
+      }
+    }
+
+    /// Thrown inside a compare-and-set whose value was not the one expected: it rolls the
+    /// transaction back, and the caller returns `false`.
+    private struct ValueDiffers: Error {}
+
     /// Removes the value of `key`, if any: a transaction of its own (see ``transaction(_:)``).
     public func remove<Value>(_ key: DefaultsKey<Value>) async throws {
       try await remove(named: key.name)
@@ -594,16 +623,21 @@
     /// - Throws: ``/Liaison/LiaisonError/Code/typeMismatch`` when the stored value cannot be read
     ///   as `Value`; ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
     public func get<Value>(_ key: DefaultsKey<Value>) async throws -> Value? {
+      try await storedValue(of: key.name)?.decode(key, domain: defaults.domain)
+    }
+
+    /// The stored form of the key called `name` as this transaction sees it; `nil` when it has
+    /// no value.
+    func storedValue(of name: LiaisonName) async throws -> StoredValue? {
       let namespace = defaults.container.namespace.rawValue
       let rows = try await run(
         """
         SELECT kind, value FROM liaison.defaults_entry
-        WHERE namespace = \(namespace) AND domain = \(defaults.domain.rawValue) AND key = \(key.name.rawValue)
-        """, doing: "read '\(key.name)' in the defaults domain '\(defaults.domain)'")
+        WHERE namespace = \(namespace) AND domain = \(defaults.domain.rawValue) AND key = \(name.rawValue)
+        """, doing: "read '\(name)' in the defaults domain '\(defaults.domain)'")
       guard let row = rows.first else { return nil }
       let columns = row.makeRandomAccess()
-      return try defaults.stored(kind: columns[0], value: columns[1], key: key.name.rawValue)
-        .decode(key, domain: defaults.domain)
+      return try defaults.stored(kind: columns[0], value: columns[1], key: name.rawValue)
     }
 
     /// Stores `value` for `key` when the transaction commits.
@@ -611,15 +645,19 @@
     /// - Throws: ``/Liaison/LiaisonError/Code/tooLarge`` when the stored form exceeds
     ///   ``PostgresDefaults/maximumValueSize``.
     public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) async throws {
-      let stored = try StoredValue(value, key: key, domain: defaults.domain)
+      try await save(try StoredValue(value, key: key, domain: defaults.domain), for: key.name)
+    }
+
+    /// Stores `stored` for the key called `name` when the transaction commits.
+    func save(_ stored: StoredValue, for name: LiaisonName) async throws {
       let namespace = defaults.container.namespace.rawValue
       _ = try await run(
         try """
         INSERT INTO liaison.defaults_entry (namespace, domain, key, kind, value)
-        VALUES (\(namespace), \(defaults.domain.rawValue), \(key.name.rawValue), \(Int16(stored.kind.rawValue)), \
+        VALUES (\(namespace), \(defaults.domain.rawValue), \(name.rawValue), \(Int16(stored.kind.rawValue)), \
         \(stored.bytes))
         ON CONFLICT (namespace, domain, key) DO UPDATE SET kind = excluded.kind, value = excluded.value
-        """, doing: "write '\(key.name)' in the defaults domain '\(defaults.domain)'")
+        """, doing: "write '\(name)' in the defaults domain '\(defaults.domain)'")
     }
 
     /// Removes the value of `key` when the transaction commits.

@@ -51,6 +51,13 @@
       get async throws { try await read().state }
     }
 
+    /// How many posts the signal has had in all: the `sequence` of the latest post's
+    /// notifications, 0 for a signal never posted. A starting point no post can slip past, as
+    /// for ``/Liaison/Signal/sequence``.
+    public var sequence: UInt64 {
+      get async throws { try await read().posts }
+    }
+
     /// Sets the state without notifying anybody (the `liaison state --set` command): observers
     /// read it with their next notification or ``state``.
     package func setState(_ newState: UInt64) async throws {

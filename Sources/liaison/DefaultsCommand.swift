@@ -75,7 +75,7 @@ struct DefaultsCommand: AsyncParsableCommand {
         guard !domains.isEmpty else { throw ExitCode(1) }
         let stored: DefaultsRawValue?
         do {
-          stored = try await place.defaultsDomain(domain).storedValue(of: name)
+          stored = try await place.defaultsDomain(domain, timeout: nil).storedValue(of: name)
         } catch let error as LiaisonError where error.code == .corruptFile {
           throw CLIError(
             DefaultsCommand.unreadable(domain: domain, key: key, "its kind or bytes are not what Liaison stores."),
@@ -92,7 +92,7 @@ struct DefaultsCommand: AsyncParsableCommand {
       var all: [String: [String: (text: String, json: Any)]] = [:]
       var problems: [String] = []
       for name in domains {
-        let rows = try await place.defaultsDomain(name.rawValue).storedRows()
+        let rows = try await place.defaultsDomain(name.rawValue, timeout: nil).storedRows()
         all[name.rawValue] = [:]
         for (key, value) in rows {
           switch value.map(DefaultsCommand.readable) {
@@ -130,9 +130,21 @@ struct DefaultsCommand: AsyncParsableCommand {
   struct Write: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
       abstract: "Write a value: JSON, or else a plain string.",
-      discussion:
-        "`liaison defaults write app mode '\"dark\"'` and `liaison defaults write app mode dark` store the same string."
-        + "\n\n" + DocsPage.defaults
+      discussion: """
+        `liaison defaults write app mode '"dark"'` and `liaison defaults write app mode dark` store the same string.
+
+        With --if-value OLD (or --if-absent), writes only if the key's value is OLD now (or it has none), in one \
+        step no other write comes between; else exits 1, having written nothing. OLD is compared with the \
+        stored value as `liaison defaults read DOMAIN KEY` prints it, so a script updates a value atomically \
+        by reading it, computing the new one, and writing it on that condition until the write is made:
+
+          until old=$(liaison defaults read stats runs)
+                if [ -n "$old" ]; then liaison defaults write stats runs $((old + 1)) --if-value "$old"
+                else liaison defaults write stats runs 1 --if-absent; fi
+          do :; done
+
+        \(DocsPage.defaults)
+        """
     )
 
     @OptionGroup var options: PlaceOptions
@@ -140,13 +152,35 @@ struct DefaultsCommand: AsyncParsableCommand {
     @Argument(help: "The key.") var key: String
     @Argument(help: "The value: JSON, or else taken as a plain string; - reads it from standard input.")
     var value: String
+    @Option(
+      help: ArgumentHelp(
+        "Write only if the key's value is this one now, as `defaults read` prints it (JSON, or else a plain "
+          + "string); else exit 1, writing nothing.",
+        valueName: "old"))
+    var ifValue: String?
+    @Flag(help: "Write only if the key has no value now; else exit 1, writing nothing.") var ifAbsent = false
+    @OptionGroup var wait: StoreTimeoutOption
+
+    func validate() throws {
+      if ifValue != nil && ifAbsent { throw ValidationError("Give --if-value or --if-absent, not both.") }
+    }
 
     func run() async throws {
       try await Self.reporting {
         try await options.withPlace(creating: true) { place in
-          let defaults = try await place.defaultsDomain(domain)
           let text = try CommandLineValue.valueOrStandardInput(value, limit: SharedDefaults.maximumValueSize)
-          try await defaults.write(json: CommandLineValue.json(text), for: try LiaisonName(key))
+          let (json, name) = (CommandLineValue.json(text), try LiaisonName(key))
+          let written = try await wait.waiting(forThe: "defaults") { timeLeft in
+            let defaults = try await place.defaultsDomain(domain, timeout: timeLeft())
+            guard ifAbsent || ifValue != nil else {
+              try await defaults.write(json: json, for: name, timeout: timeLeft())
+              return true
+            }
+            let expected = ifValue.map { DefaultsRawValue.json(CommandLineValue.json($0)) }
+            return try await defaults.write(json: json, for: name, replacing: expected, timeout: timeLeft())
+          }
+          // The condition did not hold: the documented answer, not an error (as `test` exits 1).
+          if !written { throw ExitCode(1) }
         }
       }
     }
@@ -159,11 +193,15 @@ struct DefaultsCommand: AsyncParsableCommand {
     @OptionGroup var options: PlaceOptions
     @Argument(help: "The domain.") var domain: String
     @Argument(help: "The key (default: every key of the domain).") var key: String?
+    @OptionGroup var wait: StoreTimeoutOption
 
     func run() async throws {
       try await Self.reporting {
         try await options.withPlace(creating: true) { place in
-          try await place.defaultsDomain(domain).delete(try key.map { try LiaisonName($0) })
+          let name = try key.map { try LiaisonName($0) }
+          try await wait.waiting(forThe: "defaults") { timeLeft in
+            try await place.defaultsDomain(domain, timeout: timeLeft()).delete(name, timeout: timeLeft())
+          }
         }
       }
     }
@@ -182,7 +220,9 @@ struct DefaultsCommand: AsyncParsableCommand {
 
     func run() async throws {
       try await Self.reporting {
-        try await options.withPlace(creating: true) { place in try await observe(place.defaultsDomain(domain)) }
+        try await options.withPlace(creating: true) { place in
+          try await observe(place.defaultsDomain(domain, timeout: nil))
+        }
       }
     }
 

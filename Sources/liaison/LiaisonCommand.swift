@@ -24,8 +24,10 @@ struct LiaisonCommand: AsyncParsableCommand {
       $\(SharedContainer.environmentVariable).
 
       Exit status: 0 on success (or the command's own status for `lock` and `presence claim`); \
-      1 when `presence check` finds the presence inactive; \(ExitStatus.busy) (EX_TEMPFAIL) when \
-      `lock` or `wait` times out, `presence claim` finds the presence held, or `receive` finds another receiver; 64 for bad usage or a bad \
+      1 when `presence check` finds the presence inactive, or the condition of `defaults write \
+      --if-value` or `--if-absent` does not hold; \(ExitStatus.busy) (EX_TEMPFAIL) when `lock`, `wait` \
+      or a store write (`defaults write`, `defaults delete`, `send`) times out, `presence claim` finds \
+      the presence held, or `receive` finds another receiver; 64 for bad usage or a bad \
       name; \(ExitStatus.lockLost) when the PostgreSQL lock or claim a command ran under was lost \
       (liaison stopped the command); 70 for any other failure; 126/127 when the command cannot be run or is not found; \
       128+N when it was killed by signal N.
@@ -89,13 +91,19 @@ struct ContainerOptions: ParsableArguments {
     }
   }
 
+  /// Whether a process has used a container at the folder given by --container or the
+  /// environment, else at the per-user default.
+  var containerExists: Bool {
+    var isFolder: ObjCBool = false
+    let directory = chosenDirectory ?? SharedContainer.standardDirectory
+    return FileManager.default.fileExists(atPath: directory + "/.liaison", isDirectory: &isFolder) && isFolder.boolValue
+  }
+
   /// Opens the container for a command that only reads: creates nothing, and fails when no
   /// process has used a container there.
   func openExisting() throws -> SharedContainer {
     let directory = chosenDirectory ?? SharedContainer.standardDirectory
-    var isFolder: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: directory + "/.liaison", isDirectory: &isFolder), isFolder.boolValue
-    else {
+    guard containerExists else {
       throw CLIError(
         "There is no container at '\(directory)' (no process has used it yet, or the path is mistyped). Check "
           + "--container or $\(SharedContainer.environmentVariable); this command only reads, so it creates nothing.",

@@ -67,13 +67,16 @@ struct SendCommand: AsyncParsableCommand {
   var message: String
   @Option(help: "The message's id (1 to 256 bytes), which makes a retried send store nothing.") var id: String?
   @Option(help: "The sender name the message carries.") var sender = "liaison"
+  @OptionGroup var wait: StoreTimeoutOption
 
   func run() async throws {
     let stored = try await Self.reporting {
       try await options.withPlace(creating: true) { place in
-        let outbox = try await place.mailboxHandle(mailbox, sender: sender)
-        let text = try CommandLineValue.valueOrStandardInput(message, limit: try await outbox.maximumMessageSize())
-        return try await outbox.send(json: CommandLineValue.json(text), id: id)
+        try await wait.waiting(forThe: "mailboxes") { timeLeft in
+          let outbox = try await place.mailboxHandle(mailbox, sender: sender, timeout: timeLeft())
+          let text = try CommandLineValue.valueOrStandardInput(message, limit: try await outbox.maximumMessageSize())
+          return try await outbox.send(json: CommandLineValue.json(text), id: id, timeout: timeLeft())
+        }
       }
     }
     print(stored)
@@ -118,7 +121,7 @@ struct ReceiveCommand: AsyncParsableCommand {
   func run() async throws {
     try await Self.reporting {
       try await options.withPlace(creating: true) { place in
-        try await receive(from: place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName))
+        try await receive(from: place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName, timeout: nil))
       }
     }
   }
@@ -183,7 +186,8 @@ struct PeekCommand: AsyncParsableCommand {
         let name = try LiaisonName(mailbox)
         // Opening a mailbox that does not exist would create it: there is nothing to show.
         guard try await place.mailboxList().contains(where: { $0.name == name }) else { return [MailboxEntry]() }
-        return try await place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName).entries(limit: limit)
+        return try await place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName, timeout: nil)
+          .entries(limit: limit)
       }
     }
     for entry in entries {
@@ -219,7 +223,7 @@ struct RequeueCommand: AsyncParsableCommand {
         let name = try LiaisonName(mailbox)
         // Opening a mailbox that does not exist would create it: there is nothing to requeue.
         guard try await place.mailboxList().contains(where: { $0.name == name }) else { return 0 }
-        return try await place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName)
+        return try await place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName, timeout: nil)
           .requeue(ids: id.isEmpty ? nil : id)
       }
     }

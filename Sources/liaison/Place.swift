@@ -110,6 +110,8 @@ protocol CommandPlace: CoordinationPlace, CommandStores {
   func setState(ofSignal name: String, to state: UInt64) async throws
   /// The state of the signal `name`, or `nil` when it has never been posted or set.
   func recordedState(ofSignal name: String) async throws -> UInt64?
+  /// How many posts the signal `name` has had (0 when it has never been posted); creates nothing.
+  func sequence(ofSignal name: String) async throws -> UInt64
   /// Every presence of the place.
   func presences() async throws -> [PresenceType]
   /// Every presence of the place as `presence list` and `status` show it, each read on its own
@@ -174,6 +176,11 @@ extension SharedContainer: CommandPlace {
     }
     return reports
   }
+
+  func sequence(ofSignal name: String) async throws -> UInt64 {
+    guard try signalNames().contains(try LiaisonName(name)) else { return 0 }
+    return try signal(name).sequence
+  }
 }
 
 #if Postgres
@@ -226,6 +233,10 @@ extension SharedContainer: CommandPlace {
 
     func recordedState(ofSignal name: String) async throws -> UInt64? {
       try await signal(name).recordedState()
+    }
+
+    func sequence(ofSignal name: String) async throws -> UInt64 {
+      try await signal(name).sequence
     }
   }
 #endif

@@ -1,5 +1,7 @@
+import ArgumentParser
 import Foundation
 import Liaison
+import LiaisonCommandLine
 import LiaisonStore
 
 #if Postgres
@@ -14,12 +16,18 @@ protocol CommandStores: Sendable {
   /// A mailbox of the place.
   associatedtype MailboxHandle: CommandMailbox
 
-  /// The defaults domain called `name` (see ``LiaisonName`` for the rule names follow).
-  func defaultsDomain(_ name: String) async throws -> DefaultsDomain
+  /// The defaults domain called `name` (see ``LiaisonName`` for the rule names follow), waiting
+  /// at most `timeout` for the store where opening it waits for another process's write.
+  ///
+  /// - Throws: a usage error for a `timeout` where the place has no such wait to bound.
+  func defaultsDomain(_ name: String, timeout: Duration?) async throws -> DefaultsDomain
   /// Every defaults domain that has values, with how many keys each has, by name; creates nothing.
   func defaultsDomainList() async throws -> [(domain: LiaisonName, keyCount: Int)]
-  /// The mailbox called `name`, whose messages sent through it carry `sender`.
-  func mailboxHandle(_ name: String, sender: String) async throws -> MailboxHandle
+  /// The mailbox called `name`, whose messages sent through it carry `sender`, waiting at most
+  /// `timeout` for the store where opening it waits for another process's write.
+  ///
+  /// - Throws: a usage error for a `timeout` where the place has no such wait to bound.
+  func mailboxHandle(_ name: String, sender: String, timeout: Duration?) async throws -> MailboxHandle
   /// Every mailbox that holds messages, by name; creates nothing.
   func mailboxList() async throws -> [MailboxInfo]
 
@@ -48,10 +56,16 @@ protocol CommandDefaults: Sendable {
   func storedValue(of name: LiaisonName) async throws -> DefaultsRawValue?
   /// Every value of the domain by key, each row read on its own.
   func storedRows() async throws -> [(key: String, value: Result<DefaultsRawValue, LiaisonError>)]
-  /// Stores JSON text for the key called `name`.
-  func write(json: Data, for name: LiaisonName) async throws
-  /// Deletes the key called `name`, or every key when `name` is `nil`.
-  func delete(_ name: LiaisonName?) async throws
+  /// Stores JSON text for the key called `name`, waiting at most `timeout` for another
+  /// process's write.
+  func write(json: Data, for name: LiaisonName, timeout: Duration?) async throws
+  /// Stores JSON text for the key called `name` if its value is `expected` now (`nil`: if it has
+  /// none), atomically; returns whether it did.
+  func write(json: Data, for name: LiaisonName, replacing expected: DefaultsRawValue?, timeout: Duration?)
+    async throws -> Bool
+  /// Deletes the key called `name`, or every key when `name` is `nil`, waiting at most `timeout`
+  /// for another process's write.
+  func delete(_ name: LiaisonName?, timeout: Duration?) async throws
   /// The domain's changes, from now on.
   func changeNotifications() async throws -> Changes
 }
@@ -63,8 +77,9 @@ protocol CommandMailbox: Sendable {
 
   /// The largest message the mailbox takes, in bytes.
   func maximumMessageSize() async throws -> Int
-  /// Sends JSON text; returns the message's id.
-  func send(json: Data, id: String?) async throws -> String
+  /// Sends JSON text, waiting at most `timeout` for another process's write; returns the
+  /// message's id.
+  func send(json: Data, id: String?, timeout: Duration?) async throws -> String
   /// The first `limit` messages, quarantined ones included, without receiving them.
   func entries(limit: Int) async throws -> [MailboxEntry]
   /// Puts the quarantined messages (those with `ids`, or all) back in the queue; returns how many.
@@ -89,12 +104,14 @@ protocol CommandReceiver: Sendable {
 // MARK: - A folder
 
 extension SharedContainer: CommandStores {
-  func defaultsDomain(_ name: String) async throws -> SharedDefaults { try await defaults(name) }
+  func defaultsDomain(_ name: String, timeout: Duration?) async throws -> SharedDefaults {
+    try await defaults(name, timeout: timeout)
+  }
 
   func defaultsDomainList() async throws -> [(domain: LiaisonName, keyCount: Int)] { try defaultsDomains() }
 
-  func mailboxHandle(_ name: String, sender: String) async throws -> Mailbox {
-    try await mailbox(name, sender: sender)
+  func mailboxHandle(_ name: String, sender: String, timeout: Duration?) async throws -> Mailbox {
+    try await mailbox(name, sender: sender, timeout: timeout)
   }
 
   func mailboxList() async throws -> [MailboxInfo] { try mailboxes() }
@@ -131,10 +148,18 @@ extension SharedDefaults: CommandDefaults {
     try rowsReadOneByOne()
   }
 
-  func write(json: Data, for name: LiaisonName) async throws { try await setJSON(json, for: name) }
+  func write(json: Data, for name: LiaisonName, timeout: Duration?) async throws {
+    try await setJSON(json, for: name, timeout: timeout)
+  }
 
-  func delete(_ name: LiaisonName?) async throws {
-    if let name { try await remove(named: name) } else { try await removeAll() }
+  func write(json: Data, for name: LiaisonName, replacing expected: DefaultsRawValue?, timeout: Duration?)
+    async throws -> Bool
+  {
+    try await setJSON(json, for: name, replacing: expected, timeout: timeout)
+  }
+
+  func delete(_ name: LiaisonName?, timeout: Duration?) async throws {
+    if let name { try await remove(named: name, timeout: timeout) } else { try await removeAll(timeout: timeout) }
   }
 
   func changeNotifications() async throws -> SignalNotifications { try changes() }
@@ -143,7 +168,9 @@ extension SharedDefaults: CommandDefaults {
 extension Mailbox: CommandMailbox {
   func maximumMessageSize() async throws -> Int { try limits().maximumMessageSize }
 
-  func send(json: Data, id: String?) async throws -> String { try await sendJSON(json, id: id) }
+  func send(json: Data, id: String?, timeout: Duration?) async throws -> String {
+    try await sendJSON(json, id: id, timeout: timeout)
+  }
 
   func entries(limit: Int) async throws -> [MailboxEntry] { try peek(limit: limit) }
 
@@ -166,12 +193,28 @@ extension MailboxReceiver: CommandReceiver {
 
 #if Postgres
   extension PostgresContainer: CommandStores {
-    func defaultsDomain(_ name: String) async throws -> PostgresDefaults { try defaults(name) }
+    func defaultsDomain(_ name: String, timeout: Duration?) async throws -> PostgresDefaults {
+      try refuseStoreTimeout(timeout)
+      return try defaults(name)
+    }
 
     func defaultsDomainList() async throws -> [(domain: LiaisonName, keyCount: Int)] { try await defaultsDomains() }
 
-    func mailboxHandle(_ name: String, sender: String) async throws -> PostgresMailbox {
-      try mailbox(name, sender: sender)
+    func mailboxHandle(_ name: String, sender: String, timeout: Duration?) async throws -> PostgresMailbox {
+      try refuseStoreTimeout(timeout)
+      return try mailbox(name, sender: sender)
+    }
+
+    /// Throws a usage error for a `--timeout` on a write: a folder's store has a lock that a
+    /// stopped writer holds, and a timeout bounds the wait for it; PostgreSQL's writes have no
+    /// such bound in Liaison yet.
+    private func refuseStoreTimeout(_ timeout: Duration?) throws {
+      guard timeout != nil else { return }
+      throw CLIError(
+        "--timeout bounds the wait for a folder's store, which another process's write holds; on PostgreSQL a write "
+          + "waits for the other writes of its domain as long as they take (a server that stops answering is given "
+          + "up within the detection bound). Leave --timeout out with --postgres.",
+        status: ExitStatus.usage)
     }
 
     func mailboxList() async throws -> [MailboxInfo] { try await mailboxes() }
@@ -197,9 +240,18 @@ extension MailboxReceiver: CommandReceiver {
       try await rowsReadOneByOne()
     }
 
-    func write(json: Data, for name: LiaisonName) async throws { try await setJSON(json, for: name) }
+    /// `timeout` is always `nil` here: ``PostgresContainer/defaultsDomain(_:timeout:)`` refused any other.
+    func write(json: Data, for name: LiaisonName, timeout: Duration?) async throws {
+      try await setJSON(json, for: name)
+    }
 
-    func delete(_ name: LiaisonName?) async throws {
+    func write(json: Data, for name: LiaisonName, replacing expected: DefaultsRawValue?, timeout: Duration?)
+      async throws -> Bool
+    {
+      try await setJSON(json, for: name, replacing: expected)
+    }
+
+    func delete(_ name: LiaisonName?, timeout: Duration?) async throws {
       if let name { try await remove(named: name) } else { try await removeAll() }
     }
 
@@ -209,7 +261,10 @@ extension MailboxReceiver: CommandReceiver {
   extension PostgresMailbox: CommandMailbox {
     func maximumMessageSize() async throws -> Int { try await limits().maximumMessageSize }
 
-    func send(json: Data, id: String?) async throws -> String { try await sendJSON(json, id: id) }
+    /// `timeout` is always `nil` here: ``PostgresContainer/mailboxHandle(_:sender:timeout:)`` refused any other.
+    func send(json: Data, id: String?, timeout: Duration?) async throws -> String {
+      try await sendJSON(json, id: id)
+    }
 
     func entries(limit: Int) async throws -> [MailboxEntry] { try await peek(limit: limit) }
 
@@ -228,3 +283,43 @@ extension MailboxReceiver: CommandReceiver {
     func end() async { await close() }
   }
 #endif
+
+// MARK: - Waiting for a store
+
+/// `--timeout SECONDS` of the commands that write a store (`defaults write` and `delete`,
+/// `send`): how long to wait, in all, for other processes' writes of the store.
+///
+/// A folder's store is written under a lock that one writer holds at a time, and that a writer
+/// stopped in the middle of a write (by a debugger, or SIGSTOP) keeps: without a timeout, the
+/// command waits for it as long as it takes.
+struct StoreTimeoutOption: ParsableArguments {
+  @Option(
+    parsing: .unconditional,
+    help: ArgumentHelp(
+      "Give up after this many seconds of waiting for another process's write of the store, with status "
+        + "\(ExitStatus.busy) (default: wait as long as it takes; a folder only).",
+      valueName: "seconds"),
+    transform: CommandLineValue.timeout)
+  var timeout: Duration?
+
+  /// Runs `body`, which passes `timeLeft()` to each of its waits for the store (opening it, then
+  /// writing), so that they share the one timeout; a wait that times out ends the command with
+  /// status 75 and a message naming the store it waited for.
+  ///
+  /// - Parameter store: what the store holds, for the message: "defaults", "mailboxes".
+  func waiting<Result>(
+    forThe store: String, _ body: (_ timeLeft: () -> Duration?) async throws -> Result
+  ) async throws -> Result {
+    let start = ContinuousClock.now
+    let timeout = timeout
+    do {
+      return try await body { timeout.map { max(.zero, $0 - (ContinuousClock.now - start)) } }
+    } catch let error as LiaisonError where error.code == .timedOut {
+      throw CLIError(
+        "Gave up after \(timeout ?? .zero) (--timeout) waiting for another process's write of the \(store) store"
+          + (error.path.map { " '\($0)'" } ?? "") + " to end: a process stopped while writing (by a debugger or "
+          + "SIGSTOP) holds its lock. Nothing was written. Try again later, or give a longer --timeout.",
+        status: ExitStatus.busy)
+    }
+  }
+}

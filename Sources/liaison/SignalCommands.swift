@@ -38,8 +38,19 @@ struct WaitCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "wait",
     abstract: "Wait for the next notification of a signal and print its state.",
-    discussion: "Exits 0 after the next post; exits \(ExitStatus.busy) if --timeout passes first." + "\n\n"
-      + DocsPage.signal
+    discussion: """
+      Exits 0 after the next post; exits \(ExitStatus.busy) if --timeout passes first.
+
+      A wait started in the background may begin after the post it is meant to see. With --after, it \
+      starts from a point read before: it returns at once if the signal has been posted since, else at \
+      the next post. No post can slip between the two:
+
+        seq=$(liaison state ready --sequence)
+        liaison wait ready --after "$seq" &
+        liaison post ready
+
+      \(DocsPage.signal)
+      """
   )
 
   @OptionGroup var options: PlaceOptions
@@ -49,7 +60,14 @@ struct WaitCommand: AsyncParsableCommand {
     help: ArgumentHelp("Give up after this many seconds (default: wait as long as it takes).", valueName: "seconds"),
     transform: CommandLineValue.timeout)
   var timeout: Duration?
-  @Flag(help: "Print JSON.") var json = false
+  @Option(
+    help: ArgumentHelp(
+      "Return at once if the signal has had a post since its sequence was this one (as `liaison state NAME "
+        + "--sequence` prints it); else wait for its next post.",
+      valueName: "sequence"),
+    transform: CommandLineValue.sequence)
+  var after: UInt64?
+  @Flag(help: "Print JSON: name, state, sequence.") var json = false
 
   func run() async throws {
     let received = try await Self.reporting {
@@ -62,14 +80,29 @@ struct WaitCommand: AsyncParsableCommand {
     if json { try printJSON(NotificationReport(received)) } else { print(received.state) }
   }
 
-  /// The next notification of the signal in `place`, or `nil` when the timeout passes first.
+  /// The next notification of the signal in `place` (with --after, the first whose sequence is
+  /// larger), or `nil` when the timeout passes first.
   private func next(in place: some CommandPlace) async throws -> SignalNotification? {
-    let notifications = try await place.signal(name).notifications(ignoringOwnPosts: false)
-    let timeout = timeout
+    let signal = try place.signal(name)
+    let notifications = try await signal.notifications(ignoringOwnPosts: false)
+    if let after {
+      // Read once subscribed: a post made before this read is seen here, one made after it by
+      // the subscription.
+      let sequence = try await signal.sequence
+      if sequence > after {
+        return SignalNotification(name: signal.name, state: try await signal.state, sequence: sequence)
+      }
+    }
+    let (timeout, after) = (timeout, after ?? 0)
     return await withTaskGroup(of: SignalNotification?.self) { group in
       group.addTask {
         var iterator = notifications.makeAsyncIterator()
-        return try? await iterator.next()
+        // Every post has a sequence of 1 or more; one delivered now is at most `after` only when
+        // it was made before the read above.
+        while let notification = try? await iterator.next() {
+          if notification.sequence > after { return notification }
+        }
+        return nil
       }
       if let timeout {
         group.addTask {
@@ -139,16 +172,36 @@ struct StateCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "state",
     abstract: "Print a signal's state, or set it with --set (without notifying anybody).",
-    discussion: "Exits 1 when the signal has never been posted or set (its state then counts as 0); creates nothing."
-      + "\n\n" + DocsPage.signal
+    discussion: """
+      Exits 1 when the signal has never been posted or set (its state then counts as 0); creates nothing. \
+      With --sequence, prints how many posts it has had instead, for `liaison wait --after`.
+
+      \(DocsPage.signal)
+      """
   )
 
   @OptionGroup var options: PlaceOptions
   @Argument(help: "The signal's name.") var name: String
   @Option(help: "The state to set (0 to 2^64-1).", transform: CommandLineValue.state) var set: UInt64?
+  @Flag(
+    help: """
+      Print the signal's sequence instead: how many posts it has had, 0 when none (nor a container). The \
+      starting point of `liaison wait NAME --after SEQUENCE`.
+      """)
+  var sequence = false
+
+  func validate() throws {
+    if sequence && set != nil { throw ValidationError("--sequence reads and --set writes: give one of them.") }
+  }
 
   func run() async throws {
     try await Self.reporting {
+      if sequence {
+        _ = try LiaisonName(name)
+        // A container that no process has used has had no posts; reading it creates nothing.
+        if try options.choice() == .folder && !options.folder.containerExists { return print(0) }
+        return try await options.withPlace(creating: false) { place in print(try await place.sequence(ofSignal: name)) }
+      }
       try await options.withPlace(creating: set != nil) { place in
         if let set { return try await place.setState(ofSignal: name, to: set) }
         guard let state = try await place.recordedState(ofSignal: name) else {

@@ -152,7 +152,8 @@ struct CommandLineEdgeTests {
     #expect(negative.status == 64)
     #expect(negative.errors.contains("a timeout is a number of seconds from 0 to 1e9"), "\(negative.errors)")
     let help = try liaison(["send", "--help"]).output
-    let senderHelp = help.components(separatedBy: "--sender <sender>").last?.components(separatedBy: "--help").first
+    let senderHelp = help.components(separatedBy: "--sender <sender>").last?
+      .components(separatedBy: "--timeout <seconds>").first
     #expect(senderHelp?.components(separatedBy: "default").count == 2, "\(help)")
     #expect(try liaison(["receive", "--help"]).output.contains("--count"))
 

@@ -158,6 +158,9 @@ public protocol CoordinationSignal: Sendable {
   func post(state: UInt64) async throws
   /// The state, as last set.
   var state: UInt64 { get async throws }
+  /// How many posts the signal has had in all (0 before any): the ``SignalNotification/sequence``
+  /// of the latest post, a starting point no later post can slip past.
+  var sequence: UInt64 { get async throws }
   /// The notifications: after every post, at least one notification that carries a state no
   /// older than that post's; posts close together may be delivered as one.
   func notifications(ignoringOwnPosts: Bool) async throws -> Notifications

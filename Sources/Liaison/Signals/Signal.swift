@@ -87,6 +87,17 @@ public final class Signal: Sendable {
     get throws(LiaisonError) { try file.read().state }
   }
 
+  /// How many posts the signal has had in all: the ``SignalNotification/sequence`` of the
+  /// latest post, 0 for a signal never posted.
+  ///
+  /// A starting point that no post can slip past, as `notify(3)`'s `notify_check` gives: read it,
+  /// subscribe to ``notifications(ignoringOwnPosts:)``, then read it again; if it grew, a post
+  /// came in between; else the subscription delivers every later one, each with a larger
+  /// sequence. (The `liaison wait --after` command is this.)
+  public var sequence: UInt64 {
+    get throws(LiaisonError) { try file.read().sequence }
+  }
+
   /// Sets the state without notifying anybody (`notify_set_state` without `notify_post`).
   public func setState(_ state: UInt64) throws(LiaisonError) {
     try file.update(notify: false) { _ in state }

@@ -412,7 +412,7 @@ public struct DefaultsTransaction {
   /// The database, once checked that the transaction is still open: after some errors (an
   /// interruption, a full disk) SQLite rolls the whole transaction back by itself, and a statement
   /// run after that, if `body` caught the error and went on, would be committed on its own.
-  private func open() throws(LiaisonError) -> Database {
+  fileprivate func open() throws(LiaisonError) -> Database {
     guard db.isInsideTransaction else {
       throw LiaisonError(
         .system,
@@ -502,6 +502,62 @@ extension SharedDefaults {
   public func setJSON(_ json: Data, for name: LiaisonName, timeout: Duration? = nil) async throws {
     let stored = try StoredValue(checkedJSON: json, key: name, domain: domain)
     try await write(timeout: timeout) { db in try stored.save(db, domain: domain, key: name) }
+  }
+
+  /// Stores JSON text for the key called `name` only if its value is `expected` now, atomically
+  /// across processes: the compare-and-set of tools that do not know the key's type (the
+  /// `liaison defaults write --if-value` command), for which `update(_:timeout:_:)` is
+  /// the typed form.
+  ///
+  /// ```swift
+  /// // One more, unless another process wrote in between (then read again and retry):
+  /// let stored = try defaults.rawValue(for: name)
+  /// let written = try await defaults.setJSON(Data("8".utf8), for: name, replacing: stored)
+  /// ```
+  ///
+  /// - Parameter expected: the stored form the value must have, byte for byte; `nil` stores
+  ///   only if the key has no value.
+  /// - Returns: `true` when it stored `json`; `false`, having written nothing, when the value
+  ///   was not `expected`.
+  /// - Throws: as `setJSON(_:for:timeout:)` does.
+  @available(*, noasync, message: "Use `try await setJSON(_:for:replacing:timeout:)`, which does not block the pool.")
+  public func setJSON(
+    _ json: Data, for name: LiaisonName, replacing expected: DefaultsRawValue?, timeout: Duration? = nil
+  ) throws -> Bool {
+    let stored = try StoredValue(checkedJSON: json, key: name, domain: domain)
+    do {
+      try transaction(timeout: timeout) { transaction in try transaction.replace(name, expected, with: stored) }
+      return true
+    } catch is ValueDiffers {
+      return false
+    }
+  }
+
+  /// Stores JSON text for the key called `name` only if its value is `expected` now, waiting
+  /// without blocking the cooperative pool.
+  public func setJSON(
+    _ json: Data, for name: LiaisonName, replacing expected: DefaultsRawValue?, timeout: Duration? = nil
+  ) async throws -> Bool {
+    let stored = try StoredValue(checkedJSON: json, key: name, domain: domain)
+    do {
+      try await transaction(timeout: timeout) { transaction in try transaction.replace(name, expected, with: stored) }
+      return true
+    } catch is ValueDiffers {
+      return false
+    }
+  }
+}
+
+/// Thrown inside a compare-and-set whose value was not the one expected: it rolls the
+/// transaction back, and the caller returns `false`.
+private struct ValueDiffers: Error {}
+
+extension DefaultsTransaction {
+  /// Stores `stored` for `name` if its value is `expected` now; throws ``ValueDiffers`` if not.
+  fileprivate func replace(_ name: LiaisonName, _ expected: DefaultsRawValue?, with stored: StoredValue) throws {
+    let current = try StoredValue.fetch(try open(), domain: domain, key: name, path: path)
+    guard current?.raw == expected else { throw ValueDiffers() }
+    try stored.save(try open(), domain: domain, key: name)
   }
 }
 
