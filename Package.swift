@@ -116,7 +116,7 @@ let package = Package(
     // the tests and their peer (no product depends on it).
     .target(
       name: "LiaisonTestSupport",
-      dependencies: ["ChildProcesses", "KernelLockTable"],
+      dependencies: ["ChildProcesses", "KernelLockTable", "CLiaison"],
       path: "Tests/LiaisonTestSupport",
       swiftSettings: strictSettings
     ),

@@ -166,7 +166,9 @@ extension SharedContainer: CommandPlace {
   func presenceReports() async throws -> [(name: String, report: Result<PresenceReport, any Error>)] {
     let table = FileLockTable.read()
     var reports: [(name: String, report: Result<PresenceReport, any Error>)] = []
-    for presence in try presences() {
+    // One presence at a time: each keeps a descriptor while it lives.
+    for name in try presenceNames() {
+      let presence = try self.presence(name.rawValue)
       do {
         let report = try await PresenceReport.of(name: presence.name) { try presence.holder(in: table) }
         reports.append((presence.name.rawValue, .success(report)))

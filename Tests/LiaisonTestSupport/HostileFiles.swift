@@ -4,6 +4,7 @@
 import Foundation
 
 #if canImport(Glibc)
+  import CLiaison
   import Glibc
 #elseif canImport(Darwin)
   import Darwin
@@ -119,4 +120,18 @@ public final class UnprivilegedPeer: @unchecked Sendable {
     child.write(command)
     return try child.readLine()
   }
+}
+
+/// Takes what a claim being made holds before its record is written: the file's exclusive `flock`
+/// and, on Linux, the claim's mark, a lock on its first byte that looks test without taking
+/// (Liaison's `Syscall.markClaimed`). Waits for the `flock` when `waiting`.
+///
+/// - Returns: whether both were taken.
+public func holdLikeAClaimBeingMade(_ fd: CInt, waiting: Bool = false) -> Bool {
+  guard flock(fd, waiting ? LOCK_EX : LOCK_EX | LOCK_NB) == 0 else { return false }
+  #if os(Linux)
+    return cliaison_ofd_lock(fd) == 0
+  #else
+    return true
+  #endif
 }

@@ -155,10 +155,9 @@ struct HostileFileTests {
     next.release()
   }
 
-  /// A damaged record whose file is locked (by a program that is not Liaison, or a claim that
-  /// died half-written while another process holds its descriptor) cannot be told from a claim
-  /// being written: after 100 ms the reader gives up with an error that names the file.
-  @Test func aDamagedPresenceRecordUnderAnotherLockIsAClearError() throws {
+  /// A damaged record whose file is `flock`-ed by a program that is not Liaison: looks read no
+  /// holder (a claim of Liaison's marks its file), and a claim is refused without touching it.
+  @Test func aDamagedPresenceRecordUnderAnotherProgramsLockReadsAsNobody() throws {
     let container = try SharedContainer(directory: directory.path)
     try ContainerFile.presence.make(in: container)
     let file = ContainerFile.presence.path(in: directory.path)
@@ -169,14 +168,11 @@ struct HostileFileTests {
     #expect(flock(other, LOCK_EX) == 0)
 
     let presence = try container.presence("subject")
-    if readsProc {
-      #expect(try presence.isActive)  // locked, as the kernel's lock table says: somebody is there
-      // Locked without a readable record: a claim in progress, never a file to delete.
-      #expect { _ = try presence.holder } throws: { isError($0, .claimInProgress, naming: file) }
-    } else {
-      // No lock table to read, and a look takes no lock: a damaged record reads as no holder.
-      #expect(try !presence.isActive)
-    }
+    // Not marked as a claim's (see Presence.look), with no record to name one: nobody is there,
+    // and a look takes no lock.
+    #expect(try !presence.isActive)
+    #expect(try presence.holder == nil)
+    // A claim needs the lock, which the other program has: refused, the file left as it is.
     #expect { _ = try presence.claim() } throws: { isError($0, .alreadyClaimed, naming: file) }
     #expect(try fileBytes(file) == garbage(count: 200))
   }

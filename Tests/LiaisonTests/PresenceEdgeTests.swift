@@ -24,7 +24,7 @@ struct PresenceEdgeTests {
     let path = directory.path + "/.liaison/presence/" + name
     let fd = open(path, O_RDWR | O_CLOEXEC)
     try #require(fd >= 0, "cannot open \(path)")
-    try #require(flock(fd, waiting ? LOCK_EX : LOCK_EX | LOCK_NB) == 0)
+    try #require(holdLikeAClaimBeingMade(fd, waiting: waiting))
     return fd
   }
 

@@ -42,6 +42,29 @@ static inline int cliaison_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXE
 /// Names the calling thread (at most 15 characters), for /proc and debuggers.
 static inline void cliaison_name_thread(const char *name) { pthread_setname_np(pthread_self(), name); }
 
+/// An open-file-description write lock on the first byte of the file open on `fd`, not
+/// waiting: 0 when taken, -1 with `errno` otherwise. Such a lock lives, as a `flock` does, until
+/// the last descriptor of the open file is closed, and unlike a `flock` it can be tested without
+/// being taken (`cliaison_ofd_is_locked`). Independent of `flock` locks on the same file.
+static inline int cliaison_ofd_lock(int fd) {
+  struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1, .l_pid = 0};
+  return fcntl(fd, F_OFD_SETLK, &lock);
+}
+
+/// Releases the lock of `cliaison_ofd_lock`.
+static inline int cliaison_ofd_unlock(int fd) {
+  struct flock lock = {.l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1, .l_pid = 0};
+  return fcntl(fd, F_OFD_SETLK, &lock);
+}
+
+/// Whether another open file holds the lock of `cliaison_ofd_lock` on the file open on `fd`
+/// (1 or 0), taking nothing; -1 with `errno` when it cannot be told.
+static inline int cliaison_ofd_is_locked(int fd) {
+  struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1, .l_pid = 0};
+  if (fcntl(fd, F_OFD_GETLK, &lock) != 0) return -1;
+  return lock.l_type != F_UNLCK;
+}
+
 /// `pidfd_open(2)`: a descriptor that becomes readable when the process `pid` has exited.
 static inline int cliaison_pidfd_open(int pid) {
 #ifdef SYS_pidfd_open

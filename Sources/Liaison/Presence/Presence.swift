@@ -41,10 +41,27 @@ public final class Presence: Sendable {
   /// The presence's name.
   public let name: LiaisonName
   let container: SharedContainer
+  /// The descriptor looks read through: opened at the first look that finds the file, and kept
+  /// while this value lives, which saves an `open` and a `close` per look.
+  private let lookDescriptor = Locked<CInt?>(nil)
 
   init(name: LiaisonName, container: SharedContainer) {
     self.name = name
     self.container = container
+  }
+
+  deinit {
+    if let fd = lookDescriptor.withLock({ $0 }) { Syscall.close(fd) }
+  }
+
+  /// The descriptor of ``lookDescriptor``, opening it if needed; `nil` when the file does not
+  /// exist (nobody ever claimed or leased the presence).
+  private func fileToLookAt() throws(LiaisonError) -> CInt? {
+    try lookDescriptor.withLock { kept throws(LiaisonError) -> CInt? in
+      if let kept { return kept }
+      kept = try container.presenceFolder.openFile(name.rawValue, create: false)
+      return kept
+    }
   }
 
   var path: String { container.presenceFolder.path(of: name.rawValue) }
@@ -55,34 +72,35 @@ public final class Presence: Sendable {
   /// is locked (see ``holder``), so it never makes a claimant wait, and is safe to call from any
   /// thread, as often as needed. A record being rewritten under its lock counts as active.
   public var isActive: Bool {
-    get throws(LiaisonError) { try look().probe != .known(nil) }
+    get throws(LiaisonError) { try look(namingHolder: false).probe != .known(nil) }
   }
 
   /// The current holder, or `nil` when the presence is not active.
   ///
   /// Reading it takes no lock, so it never makes another process's claim fail or wait: it reads
-  /// the holder's record, and for a claim whether the presence's file is `flock`-ed, from the
-  /// kernel's table of locks (`/proc/locks`, Linux). A claim is reported while its lock is held,
-  /// so a holder that died is never reported; one whose process has exited while a descendant
-  /// holds the lock on (a self-daemonising program run under `liaison presence claim`) is
-  /// reported with ``PresenceHolder/processHasExited`` set. Where the kernel's table cannot
-  /// answer, a claim is judged by its record and its process's existence, as while the container
-  /// is suspended: a holder that died is then reported until its pid is gone (or for as long as
-  /// another process reuses it), a claim whose process has exited reads inactive even if a
-  /// descendant holds the lock, and a claim being made (its record not written yet) is not seen
-  /// until it is. That is so on Apple platforms, which have no such table, and, on Linux, for a
-  /// claim the table does not list from inside a container's pid namespace (Docker), where the
-  /// kernel lists only the locks whose taker it can name there.
+  /// the holder's record, and for a claim whether the claim still holds the presence's file. On
+  /// Linux a claim marks its file with an open-file-description lock on its first byte, which a
+  /// look tests without taking it (`F_OFD_GETLK`, about a microsecond) and which the kernel drops
+  /// with the claim's `flock`; only a file that is not marked but whose record names a claim (a
+  /// holder that died, or a claim of an earlier version of Liaison) sends the look to the
+  /// kernel's table of locks (`/proc/locks`). A claim is reported while it is held, so a holder
+  /// that died is never reported; one whose process has exited while a descendant holds the lock
+  /// on (a self-daemonising program run under `liaison presence claim`) is reported with
+  /// ``PresenceHolder/processHasExited`` set. Where nothing can tell — on Apple platforms, which
+  /// have neither such locks nor such a table — a claim is judged by its record and its
+  /// process's existence, as while the container is suspended: a holder that died is then
+  /// reported until its pid is gone (or for as long as another process reuses it), a claim whose
+  /// process has exited reads inactive even if a descendant holds the lock, and a claim being
+  /// made (its record not written yet) is not seen until it is.
   ///
   /// A process id names a process in the holder's pid namespace: processes in different
   /// containers (Docker, LXC) that share a volume see each other's leases, and claims as far as
   /// the above allows, but a ``PresenceHolder/processID`` from another namespace means nothing
   /// here.
   ///
-  /// - Throws: ``LiaisonError/Code/claimInProgress`` when the presence's file stays locked for
-  ///   100 ms without a record that reads whole (a claim being made or a record being written by
-  ///   a process descheduled there, or a damaged record under another program's lock): read
-  ///   again shortly.
+  /// - Throws: ``LiaisonError/Code/claimInProgress`` when the presence's file stays marked as a
+  ///   claim's for 100 ms without a record that reads whole (a claim being made, or a record
+  ///   being written, by a process descheduled there): read again shortly.
   public var holder: PresenceHolder? {
     get throws(LiaisonError) { try holder(in: nil) }
   }
@@ -127,11 +145,11 @@ public final class Presence: Sendable {
   /// Looks at the presence once, taking no lock and never waiting: safe on the event loop's
   /// thread. Reads the record, then, for a claim, the kernel's table of locks: `table` when a
   /// listing read it already, else read now.
-  func look(in table: FileLockTable? = nil) throws(LiaisonError) -> Look {
-    guard let fd = try container.presenceFolder.openFile(name.rawValue, create: false) else {
-      return Look(probe: .known(nil), heldExclusively: false)
-    }
-    defer { Syscall.close(fd) }
+  ///
+  /// - Parameter namingHolder: whether the holder returned must say whether its process has
+  ///   exited (a `kill(pid, 0)`); ``isActive`` needs only whether there is one.
+  func look(in table: FileLockTable? = nil, namingHolder: Bool = true) throws(LiaisonError) -> Look {
+    guard let fd = try fileToLookAt() else { return Look(probe: .known(nil), heldExclusively: false) }
     // A record being written reads as a mix of the old and the new for a moment: read again.
     var record = try readRecord(fd)
     for _ in 0..<3 where record == .unreadable {
@@ -150,10 +168,10 @@ public final class Presence: Sendable {
     }
     // A claim's record, none (a claim being made has the lock before its record), or one that
     // does not read whole: whether the file is locked decides.
-    switch try lockState(fd, table: table) {
+    switch try lockState(fd, recordsAClaim: claim != nil, table: table) {
     case .exclusive:
       guard let claim else { return Look(probe: .inProgress, heldExclusively: true) }
-      let exited = !Syscall.processExists(claim.processID)
+      let exited = namingHolder && !Syscall.processExists(claim.processID)
       return Look(probe: .known(exited ? claim.withProcessExited() : claim), heldExclusively: true)
     case .unlocked, .shared, .unknown:
       // Released (a release clears the record first), or its holder died; a damaged record.
@@ -167,9 +185,23 @@ public final class Presence: Sendable {
     }
   }
 
-  /// Whether the file open on `fd` is `flock`-ed, from `table` or the kernel's table read now;
-  /// `nil` when no table can tell (none to read, or one that does not list every lock).
-  private func lockState(_ fd: CInt, table: FileLockTable?) throws(LiaisonError) -> LockState? {
+  /// Whether the file open on `fd` is held by a claim. On Linux, a claim of this version marks
+  /// its file with a lock that can be tested without taking it (``Syscall/markClaimed(_:)``), a
+  /// `fcntl` of about a microsecond: a marked file is held. An unmarked one is free unless its
+  /// record names a claim — a holder that died, or one of an earlier version of Liaison, which
+  /// held the `flock` alone — and then the kernel's table of locks (`table`, or read now) tells
+  /// whether the file is `flock`-ed. `nil` when nothing can tell (no table to read, or one that
+  /// does not list every lock).
+  private func lockState(
+    _ fd: CInt, recordsAClaim: Bool, table: FileLockTable?
+  ) throws(LiaisonError) -> LockState? {
+    #if os(Linux)
+      switch Syscall.isMarkedClaimed(fd) {
+      case true: return .exclusive
+      case false: if !recordsAClaim { return .unlocked }
+      case nil: break
+      }
+    #endif
     guard let table = table ?? FileLockTable.read() else { return nil }
     let key: FileKey
     switch Syscall.status(fd) {
@@ -314,6 +346,12 @@ extension SharedContainer {
   /// }
   /// ```
   public func presences() throws(LiaisonError) -> [Presence] {
-    try presenceFolder.names().map { Presence(name: $0, container: self) }
+    try presenceNames().map { Presence(name: $0, container: self) }
+  }
+
+  /// The name of every presence in the container, sorted: for a listing that looks at one
+  /// presence at a time (each ``Presence`` keeps a descriptor once looked at).
+  package func presenceNames() throws(LiaisonError) -> [LiaisonName] {
+    try presenceFolder.names()
   }
 }

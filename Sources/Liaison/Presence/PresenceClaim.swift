@@ -56,6 +56,9 @@ public final class PresenceClaim: Sendable {
           try? presence.writeRecord(fd, nil)
           // Unlock explicitly: a child being spawned by another thread may hold a copy of this
           // open file until it execs, and the lock would outlive `close` for that long.
+          #if os(Linux)
+            Syscall.unmarkClaimed(fd)
+          #endif
           Syscall.unlock(fd)
         }
         Syscall.close(fd)
@@ -85,12 +88,21 @@ public final class PresenceClaim: Sendable {
         if case .holder(let holder) = found, holder.isLiveLease(now: SystemClock.bootNanoseconds()) {
           throw presence.alreadyClaimed(by: holder)
         }
+        #if os(Linux)
+          // Before the record: a look that reads the record finds the mark (see `Presence.look`).
+          if case .failure(let error) = Syscall.markClaimed(fd) {
+            throw LiaisonError.system(error, "mark as claimed", path: presence.path)
+          }
+        #endif
         try presence.writeRecord(
           fd, PresenceHolder(kind: .claim, processID: Syscall.processID, since: Date(), info: info))
         state.held = true
         state.end.restart()
       } catch {
         state.descriptor = nil
+        #if os(Linux)
+          Syscall.unmarkClaimed(fd)
+        #endif
         Syscall.unlock(fd)  // if `lockRecord` took it
         Syscall.close(fd)
         throw error
@@ -118,6 +130,9 @@ extension PresenceClaim: SuspensionParticipant {
     let waiters = state.withLock { state -> [CheckedContinuation<LiaisonError?, Never>] in
       guard state.held, let fd = state.descriptor else { return [] }
       try? presence.writeRecord(fd, nil)
+      #if os(Linux)
+        Syscall.unmarkClaimed(fd)
+      #endif
       Syscall.unlock(fd)
       state.held = false
       return state.end.end(loss)

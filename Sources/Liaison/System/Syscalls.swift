@@ -5,6 +5,7 @@
 import SystemPackage
 
 #if canImport(Glibc)
+  import CLiaison
   import Glibc
 #elseif canImport(Darwin)
   import Darwin
@@ -64,6 +65,28 @@ enum Syscall {
       if KqueueModel.isActive { KqueueModel.noteUnlock(fd) }
     #endif
   }
+
+  #if os(Linux)
+    /// Marks the file open on `fd` as claimed with an open-file-description lock on its first
+    /// byte (see `cliaison_ofd_lock`), which a look tests without taking anything. Only ever
+    /// taken by the holder of the file's exclusive `flock`, so it never waits.
+    static func markClaimed(_ fd: CInt) -> Result<Void, Errno> {
+      cliaison_ofd_lock(fd) == 0 ? .success(()) : .failure(currentErrno())
+    }
+
+    /// Removes the mark of ``markClaimed(_:)``.
+    static func unmarkClaimed(_ fd: CInt) { _ = cliaison_ofd_unlock(fd) }
+
+    /// Whether another open file has the mark of ``markClaimed(_:)`` on the file open on `fd`;
+    /// `nil` when the system cannot tell.
+    static func isMarkedClaimed(_ fd: CInt) -> Bool? {
+      switch cliaison_ofd_is_locked(fd) {
+      case 1: true
+      case 0: false
+      default: nil
+      }
+    }
+  #endif
 
   /// Reads up to `count` bytes at offset 0 of a small regular file with **one** `pread(2)`. On a
   /// local file system such a read returns fewer bytes only at the end of the file, so the second
