@@ -30,12 +30,17 @@
       case socketFolder(String)
     }
 
+    /// The user name, percent-decoded; never empty.
     var user: String
+    /// The password, percent-decoded, when the URL has one.
     var password: String?
+    /// The host, or the `host` parameter's socket folder.
     var server: Server
+    /// 1 to 65535; 5432 when the URL gives none.
     var port: Int
+    /// The database's name, percent-decoded; `nil` for the server's default (the user's name).
     var database: String?
-    /// `disable`, `prefer` or `require`.
+    /// `disable`, `prefer` (when the URL gives none) or `require`.
     var sslMode: String
 
     /// The parameters a URL may carry.

@@ -49,7 +49,8 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
     /// An argument other than a name was out of range (a negative timeout, say).
     public static let invalidArgument = Code(.invalidArgument)
     /// A file in the container is not what Liaison made: a symbolic link, a hard link, a
-    /// directory, or a file owned by another user. Liaison refuses to touch it.
+    /// directory, or a file or folder owned by another user (`.liaison` itself, for a process of
+    /// another user, which cannot enter it). Liaison refuses to touch it; the message names it.
     public static let unsafeFile = Code(.unsafeFile)
     /// A file in the container holds content Liaison cannot read.
     public static let corruptFile = Code(.corruptFile)
