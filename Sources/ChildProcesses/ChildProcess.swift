@@ -43,13 +43,16 @@ public enum Termination: Sendable, Hashable, CustomStringConvertible {
 /// A child still running when its `ChildProcess` is released is killed and reaped.
 public final class ChildProcess: @unchecked Sendable {
   /// What a child's standard stream is connected to.
-  public enum Stream: Sendable {
+  public enum Stream: Sendable, Equatable {
     /// This process's own.
     case inherit
     /// A pipe to or from this process.
     case pipe
     /// `/dev/null`.
     case discard
+    /// This open descriptor of this process (a file, one end of a pipe), which the caller keeps
+    /// and closes.
+    case descriptor(CInt)
   }
 
   /// The child's process id.
@@ -101,6 +104,7 @@ public final class ChildProcess: @unchecked Sendable {
       switch stream {
       case .pipe: posix_spawn_file_actions_adddup2(&actions, pipes[Int(target)]!.child, CInt(target))
       case .discard: posix_spawn_file_actions_addopen(&actions, CInt(target), "/dev/null", O_RDWR, 0)
+      case .descriptor(let fd): posix_spawn_file_actions_adddup2(&actions, fd, CInt(target))
       case .inherit:
         #if canImport(Darwin)
           posix_spawn_file_actions_addinherit_np(&actions, CInt(target))

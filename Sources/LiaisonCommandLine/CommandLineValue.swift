@@ -97,11 +97,10 @@ package enum CommandLineValue {
     return .seconds(seconds)
   }
 
-  /// The value `-` stands for standard input: `liaison send inbox -`, `liaison defaults write
-  /// app key -`. Returns `argument` itself otherwise, or the text read (one trailing newline
-  /// removed, as `$(...)` would).
-  package static func valueOrStandardInput(_ argument: String, limit: Int) throws(LiaisonError) -> String {
-    guard argument == "-" else { return argument }
+  /// Standard input's bytes, for the value `-` (`liaison send inbox -`, `liaison defaults write
+  /// app key -`), with one trailing newline removed, as `$(...)` would. The command then takes
+  /// them as text only if they are UTF-8 (``CommandLineText/firstNonUTF8Offset(_:)``).
+  package static func standardInput(limit: Int) throws(LiaisonError) -> [UInt8] {
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 65536)
     while true {
@@ -116,6 +115,6 @@ package enum CommandLineValue {
       }
     }
     if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
-    return String(decoding: bytes, as: UTF8.self)
+    return bytes
   }
 }

@@ -28,6 +28,16 @@ struct DefaultsCommand: AsyncParsableCommand {
     }
   }
 
+  /// A stored value's text (``show(_:)``) as the text output shows it, on one line: JSON's layout
+  /// (a line break, tab or carriage return, which valid JSON has only between its tokens) as
+  /// spaces, and every other control character escaped (``CommandLineText/visible(_:)``).
+  static func oneLine(_ shown: String) -> String {
+    var layout = ""
+    layout.unicodeScalars.append(
+      contentsOf: shown.unicodeScalars.map { $0 == "\n" || $0 == "\r" || $0 == "\t" ? " " : $0 })
+    return CommandLineText.visible(layout)
+  }
+
   /// A stored value as `defaults read` shows it: its text and its JSON value (raw bytes as the
   /// string `data:BASE64`), or `nil` when the stored JSON is not JSON (another program wrote it).
   static func readable(_ value: DefaultsRawValue) -> (text: String, json: Any)? {
@@ -86,7 +96,7 @@ struct DefaultsCommand: AsyncParsableCommand {
           throw CLIError(
             DefaultsCommand.unreadable(domain: domain, key: key, "it is not JSON."), status: ExitStatus.failure)
         }
-        print(json ? try Self.jsonText(shown.json) : shown.text)
+        try printLine(json ? try Self.jsonText(shown.json) : DefaultsCommand.oneLine(shown.text))
         return
       }
       var all: [String: [String: (text: String, json: Any)]] = [:]
@@ -107,12 +117,13 @@ struct DefaultsCommand: AsyncParsableCommand {
         }
       }
       if json {
-        print(try Self.jsonText(all.mapValues { $0.mapValues(\.json) }))
+        try printLine(try Self.jsonText(all.mapValues { $0.mapValues(\.json) }))
       } else {
         for name in all.keys.sorted() {
-          if domain == nil { print("\(name):") }
+          if domain == nil { try printLine("\(CommandLineText.visible(name)):") }
           for (key, value) in all[name]!.sorted(by: { $0.key < $1.key }) {
-            print((domain == nil ? "  " : "") + "\(key) = \(value.text)")
+            try printLine(
+              (domain == nil ? "  " : "") + "\(CommandLineText.visible(key)) = \(DefaultsCommand.oneLine(value.text))")
           }
         }
       }
@@ -168,7 +179,7 @@ struct DefaultsCommand: AsyncParsableCommand {
     func run() async throws {
       try await Self.reporting {
         try await options.withPlace(creating: true) { place in
-          let text = try CommandLineValue.valueOrStandardInput(value, limit: SharedDefaults.maximumValueSize)
+          let text = try TextInput.valueOrStandardInput(value, limit: SharedDefaults.maximumValueSize)
           let (json, name) = (CommandLineValue.json(text), try LiaisonName(key))
           let written = try await wait.waiting(forThe: "defaults") { timeLeft in
             let defaults = try await place.defaultsDomain(domain, timeout: timeLeft())
@@ -229,9 +240,8 @@ struct DefaultsCommand: AsyncParsableCommand {
     /// Prints the changes of `defaults` until interrupted.
     private func observe(_ defaults: some CommandDefaults) async throws {
       let notifications = try await defaults.changeNotifications()
-      func emit(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
       guard let key else {
-        for try await _ in notifications { emit("\(domain) changed") }
+        for try await _ in notifications { try printLine("\(domain) changed") }
         return
       }
       let name = try LiaisonName(key)
@@ -240,7 +250,7 @@ struct DefaultsCommand: AsyncParsableCommand {
       repeat {
         let current = try await defaults.storedValue(of: name)
         if last == nil || last! != current {
-          emit(current.map(DefaultsCommand.show) ?? "null")
+          try printLine(current.map { DefaultsCommand.oneLine(DefaultsCommand.show($0)) } ?? "null")
           last = .some(current)
         }
       } while try await iterator.next() != nil

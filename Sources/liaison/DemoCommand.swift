@@ -18,44 +18,46 @@ struct DemoCommand: AsyncParsableCommand {
   )
 
   func run() async throws {
-    let directory = try makeTemporaryDirectory()
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    let container = try SharedContainer(directory: directory)
-    print("Liaison demo, in a temporary container at \(directory)\n")
-    try recordingScene(container)
-    try tokenScene(container)
-    try await doorbellScene(container)
-    try databaseScene(container)
-    try inboxScene(container)
-    print("Done; the temporary container is removed.")
+    try await Self.reporting {
+      let directory = try makeTemporaryDirectory()
+      defer { try? FileManager.default.removeItem(atPath: directory) }
+      let container = try SharedContainer(directory: directory)
+      try printLine("Liaison demo, in a temporary container at \(directory)\n")
+      try recordingScene(container)
+      try tokenScene(container)
+      try await doorbellScene(container)
+      try databaseScene(container)
+      try inboxScene(container)
+      try printLine("Done; the temporary container is removed.")
+    }
   }
 
   /// Question 1: is the app recording right now?
   private func recordingScene(_ container: SharedContainer) throws {
-    print("1. Is the app recording right now?  (Presence)")
+    try printLine("1. Is the app recording right now?  (Presence)")
     let recording = try container.presence("recording")
-    say("widget", "is \"recording\" active? \(try describe(recording))")
+    try say("widget", "is \"recording\" active? \(try describe(recording))")
 
     let app = try DemoActor(role: "recorder", container: container)
     try app.expect("claimed")
-    say("app", "starts recording and claims \"recording\" (pid \(app.pid))")
-    say("widget", "is \"recording\" active? \(try describe(recording))")
+    try say("app", "starts recording and claims \"recording\" (pid \(app.pid))")
+    try say("widget", "is \"recording\" active? \(try describe(recording))")
 
     app.crash()
-    say("app", "crashes: killed with SIGKILL, no time to clean up")
-    say("widget", "is \"recording\" active? \(try describe(recording))")
-    print("   The kernel released the claim when the app died: no stale \"running\" flag.\n")
+    try say("app", "crashes: killed with SIGKILL, no time to clean up")
+    try say("widget", "is \"recording\" active? \(try describe(recording))")
+    try printLine("   The kernel released the claim when the app died: no stale \"running\" flag.\n")
   }
 
   /// Question 2: only one process may refresh the token.
   private func tokenScene(_ container: SharedContainer) throws {
-    print("2. Three processes find the token expired at once; who refreshes it?  (SharedDefaults.refresh)")
+    try printLine("2. Three processes find the token expired at once; who refreshes it?  (SharedDefaults.refresh)")
     let auth = try container.defaults("auth")
     try auth.set("v1 expired", for: Self.token)
     let roles = ["app", "widget", "keyboard"]
     let actors = try roles.map { try DemoActor(role: "token-client", container: container, arguments: [$0]) }
     for actor in actors { try actor.expect("ready") }
-    say("all", "app, widget and keyboard read the token \"v1 expired\" and ask for a refresh at once")
+    try say("all", "app, widget and keyboard read the token \"v1 expired\" and ask for a refresh at once")
     for actor in actors { actor.send("go") }
 
     // Each answers "<monotonic ns> <what it did>"; tell them in the order they happened.
@@ -65,63 +67,64 @@ struct DemoCommand: AsyncParsableCommand {
       return (UInt64(parts[0]) ?? 0, String(parts.count > 1 ? parts[1] : ""))
     }
     for ((_, what), role) in zip(results, roles).sorted(by: { $0.0.0 < $1.0.0 }) {
-      say(role, what)
+      try say(role, what)
     }
     let refreshes = results.filter { $0.1.hasPrefix("refreshed") }.count
     let token = try auth.get(Self.token) ?? ""
-    print("   \(refreshes) refresh for \(actors.count) processes; the token is now \"\(token)\".\n")
+    try printLine("   \(refreshes) refresh for \(actors.count) processes; the token is now \"\(token)\".\n")
   }
 
   static let token = DefaultsKey<String>("token")
 
   /// Question 3: tell the other side that something changed.
   private func doorbellScene(_ container: SharedContainer) async throws {
-    print("3. The share extension saved a note; how does the app learn of it?  (Signal)")
+    try printLine("3. The share extension saved a note; how does the app learn of it?  (Signal)")
     let app = try DemoActor(role: "doorbell-app", container: container)
     try app.expect("listening")
-    say("app", "listens for the \"notes-changed\" signal")
+    try say("app", "listens for the \"notes-changed\" signal")
     let share = try DemoActor(role: "doorbell-share", container: container)
-    say("share", try share.readLine())
-    say("app", try app.readLine())
-    say("share", try share.readLine())
-    print("   No polling: the post itself wakes the app, which reads the state that came with it.\n")
+    try say("share", try share.readLine())
+    try say("app", try app.readLine())
+    try say("share", try share.readLine())
+    try printLine("   No polling: the post itself wakes the app, which reads the state that came with it.\n")
   }
 
   /// Question 4: one database, and the other side's writes seen as they happen.
   private func databaseScene(_ container: SharedContainer) throws {
-    print("4. The extension adds an entry to the shared database; does the app's list update?  (SharedDatabase)")
+    try printLine(
+      "4. The extension adds an entry to the shared database; does the app's list update?  (SharedDatabase)")
     let app = try DemoActor(role: "journal-app", container: container)
-    say("app", try app.readLine())
-    say("app", try app.readLine())
+    try say("app", try app.readLine())
+    try say("app", try app.readLine())
     let share = try DemoActor(role: "journal-share", container: container)
-    say("share", try share.readLine())
-    say("app", try app.readLine())
-    print("   The extension's commit rang a signal; the app's GRDB observation fetched again by itself.\n")
+    try say("share", try share.readLine())
+    try say("app", try app.readLine())
+    try printLine("   The extension's commit rang a signal; the app's GRDB observation fetched again by itself.\n")
   }
 
   /// Question 5: a message to the other side, which is not running.
   private func inboxScene(_ container: SharedContainer) throws {
-    print("5. The share extension saves links while the app is not running; does the app get them?  (Mailbox)")
+    try printLine("5. The share extension saves links while the app is not running; does the app get them?  (Mailbox)")
     let share = try DemoActor(role: "inbox-share", container: container)
-    for _ in 0..<3 { say("share", try share.readLine()) }
+    for _ in 0..<3 { try say("share", try share.readLine()) }
     try share.expect("done")
     let inbox = try container.mailbox("inbox")
-    say("app", "is not running; its inbox holds \(try inbox.count()) messages")
+    try say("app", "is not running; its inbox holds \(try inbox.count()) messages")
     let app = try DemoActor(role: "inbox-app", container: container, arguments: ["crash-before-last"])
     while true {
       let line = try app.readLine()
       if line == "crash-me" { break }
-      say("app", line)
+      try say("app", line)
     }
     app.crash()
-    say("app", "crashes (SIGKILL) before acknowledging it; the inbox still holds \(try inbox.count()) message")
+    try say("app", "crashes (SIGKILL) before acknowledging it; the inbox still holds \(try inbox.count()) message")
     let restarted = try DemoActor(role: "inbox-app", container: container, arguments: ["drain"])
     while true {
       let line = try restarted.readLine()
       if line == "done" { break }
-      say("app", line)
+      try say("app", line)
     }
-    print("   Messages wait on disk until acknowledged: a crash can repeat one, never lose one.\n")
+    try printLine("   Messages wait on disk until acknowledged: a crash can repeat one, never lose one.\n")
   }
 
   static let journalMigrator: DatabaseMigrator = {
@@ -137,8 +140,8 @@ struct DemoCommand: AsyncParsableCommand {
     return "yes, held by pid \(holder.processID)" + (holder.info.map { " (\($0))" } ?? "")
   }
 
-  private func say(_ who: String, _ what: String) {
-    print("   " + "[\(who)]".padding(toLength: 11, withPad: " ", startingAt: 0) + what)
+  private func say(_ who: String, _ what: String) throws {
+    try printLine("   " + "[\(who)]".padding(toLength: 11, withPad: " ", startingAt: 0) + what)
   }
 
   private func makeTemporaryDirectory() throws -> String {
@@ -208,13 +211,13 @@ struct DemoActorCommand: AsyncParsableCommand {
     switch role {
     case "recorder":
       let claim = try container.presence("recording").claim(info: "episode 7")
-      announce("claimed")
+      try printLine("claimed")
       while Swift.readLine() != nil {}
       claim.release()
     case "token-client":
       let who = arguments[0]
       let auth = try await container.defaults("auth")
-      announce("ready")
+      try printLine("ready")
       _ = Swift.readLine()
       let refreshedHere = Locked(false)
       let token = try await auth.refresh(
@@ -226,18 +229,18 @@ struct DemoActorCommand: AsyncParsableCommand {
         })
       let doneAt = DispatchTime.now().uptimeNanoseconds
       if refreshedHere.withLock({ $0 }) {
-        announce("\(doneAt) refreshed the token: \"v1 expired\" → \"v2 fresh\"")
+        try printLine("\(doneAt) refreshed the token: \"v1 expired\" → \"v2 fresh\"")
       } else {
-        announce("\(doneAt) waited, then found \"\(token)\": nothing to do")
+        try printLine("\(doneAt) waited, then found \"\(token)\": nothing to do")
       }
     case "journal-app":
       let journal = try await container.database("journal", migrator: DemoCommand.journalMigrator)
-      announce("opens the shared database \"journal\" and observes its entries")
+      try printLine("opens the shared database \"journal\" and observes its entries")
       let titles = ValueObservation.tracking { db in try String.fetchAll(db, sql: "SELECT text FROM entry ORDER BY id")
       }
       .removeDuplicates()
       for try await entries in titles.values(in: journal.pool) {
-        announce(entries.isEmpty ? "shows an empty list" : "shows \(entries.count) entry: \"\(entries.last!)\"")
+        try printLine(entries.isEmpty ? "shows an empty list" : "shows \(entries.count) entry: \"\(entries.last!)\"")
         if !entries.isEmpty { break }
       }
     case "journal-share":
@@ -245,55 +248,51 @@ struct DemoActorCommand: AsyncParsableCommand {
       try await journal.pool.write { db in
         try db.execute(sql: "INSERT INTO entry (text) VALUES (?)", arguments: ["A link saved from Safari"])
       }
-      announce("saves \"A link saved from Safari\" into the same database")
+      try printLine("saves \"A link saved from Safari\" into the same database")
     case "inbox-share":
       let inbox = try await container.mailbox("inbox", sender: "share extension")
       for (number, link) in ["swift.org", "sqlite.org/wal.html", "man7.org/flock.2"].enumerated() {
         try await inbox.send(link, id: "link-\(number + 1)")
-        announce("sends \"\(link)\" to the app's inbox")
+        try printLine("sends \"\(link)\" to the app's inbox")
       }
-      announce("done")
+      try printLine("done")
     case "inbox-app":
       let receiver = try await container.mailbox("inbox").receiver()
       let crashBeforeLast = arguments.first == "crash-before-last"
-      announce(crashBeforeLast ? "starts, and receives its inbox" : "starts again")
+      try printLine(crashBeforeLast ? "starts, and receives its inbox" : "starts again")
       while true {
         let batch = try receiver.receiveAvailable(String.self)
         if batch.isEmpty { break }
         for envelope in batch {
-          announce("receives \"\(envelope.payload)\" from the \(envelope.sender)")
+          try printLine("receives \"\(envelope.payload)\" from the \(envelope.sender)")
           if crashBeforeLast, try receiver.mailbox.count() == 1 {
-            announce("crash-me")
+            try printLine("crash-me")
             while Swift.readLine() != nil {}
           }
           try await receiver.acknowledge(envelope)
         }
       }
-      announce("has an empty inbox (\(try receiver.mailbox.count()) messages)")
-      announce("done")
+      try printLine("has an empty inbox (\(try receiver.mailbox.count()) messages)")
+      try printLine("done")
     case "doorbell-app":
       let changes = try container.signal("notes-changed").notifications()
-      announce("listening")
+      try printLine("listening")
       for await note in changes {
         try container.signal("notes-answered").post(state: note.state + 1)
-        announce("wakes up, reads note \(note.state) and answers with state \(note.state + 1)")
+        try printLine("wakes up, reads note \(note.state) and answers with state \(note.state + 1)")
         break
       }
     case "doorbell-share":
       var answers = try container.signal("notes-answered").notifications().makeAsyncIterator()
       let signal = try container.signal("notes-changed")
-      announce("saves note 41 and posts \"notes-changed\" with state 41")
+      try printLine("saves note 41 and posts \"notes-changed\" with state 41")
       let postedAt = DispatchTime.now().uptimeNanoseconds
       try signal.post(state: 41)
       guard let answer = await answers.next() else { return }
       let elapsed = Double(DispatchTime.now().uptimeNanoseconds - postedAt) / 1000
-      announce(String(format: "hears the answer, state \(answer.state), %.0f µs after posting", elapsed))
+      try printLine(String(format: "hears the answer, state \(answer.state), %.0f µs after posting", elapsed))
     default:
       throw ValidationError("unknown demo role \(role)")
     }
-  }
-
-  private func announce(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
   }
 }

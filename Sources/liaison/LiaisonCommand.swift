@@ -29,7 +29,9 @@ struct LiaisonCommand: AsyncParsableCommand {
       or a store write (`defaults write`, `defaults delete`, `send`) times out, `presence claim` finds \
       the presence held, or `receive` finds another receiver; 64 for bad usage or a bad \
       name; \(ExitStatus.lockLost) when the PostgreSQL lock or claim a command ran under was lost \
-      (liaison stopped the command); 70 for any other failure; 126/127 when the command cannot be run or is not found; \
+      (liaison stopped the command); \(ExitStatus.dataError) when an argument or standard input is not \
+      UTF-8 text; \(ExitStatus.ioError) when the output could not be written (a full disk, a closed \
+      descriptor, a reader that has gone); 70 for any other failure; 126/127 when the command cannot be run or is not found; \
       128+N when it was killed by signal N.
 
       \(DocsPage.command)
@@ -42,11 +44,19 @@ struct LiaisonCommand: AsyncParsableCommand {
   )
 
   /// Reads the caller's signal state and descriptors before anything else runs (for the commands
-  /// that `lock` and `presence claim` run; see ``CallerSignals`` and ``CallerDescriptors``), then
-  /// parses and runs the command.
+  /// that `lock` and `presence claim` run; see ``CallerSignals`` and ``CallerDescriptors``),
+  /// occupies the standard descriptors the caller left closed (see ``StandardStreams``), refuses
+  /// arguments that are not UTF-8 (see ``TextInput``), then parses and runs the command.
   static func main() async {
     CallerSignals.capture()
     CallerDescriptors.capture()
+    StandardStreams.occupyClosedDescriptors()
+    do {
+      try TextInput.checkArguments()
+    } catch {
+      printError(error.description)
+      Self.exit(withError: ExitCode(error.status))
+    }
     let arguments = Array(CommandLine.arguments.dropFirst())
     await main(CommandLineValue.movingPlaceOptions(arguments, groups: ["presence", "defaults"]))
   }
@@ -123,6 +133,11 @@ enum ExitStatus {
   static let busy: Int32 = 75
   /// EX_USAGE.
   static let usage: Int32 = 64
+  /// EX_DATAERR: the input is not what the command takes (bytes that are not UTF-8 text).
+  static let dataError: Int32 = 65
+  /// EX_IOERR: the output could not be written (a full disk, a closed descriptor, a reader that
+  /// has gone while SIGPIPE is ignored).
+  static let ioError: Int32 = 74
   /// EX_SOFTWARE: anything else went wrong.
   static let failure: Int32 = 70
   /// EX_UNAVAILABLE: the lock or claim that a command ran under was lost (its connection to

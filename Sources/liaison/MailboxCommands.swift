@@ -12,13 +12,16 @@ struct MessageReport {
   let payload: MailboxPayload
   var quarantineReason: String? = nil
 
-  /// The payload as text: its JSON, or `data:BASE64` for raw bytes; then the quarantine reason,
-  /// if any.
+  /// The payload as text on one line (``DefaultsCommand/oneLine(_:)``): its JSON, or
+  /// `data:BASE64` for raw bytes; then the quarantine reason, if any.
   var text: String {
-    // JSON allows no raw line break inside a string: one outside is layout, and a message stays
-    // on one line.
-    let shown = shownPayload.replacingOccurrences(of: "\n", with: " ")
-    return quarantineReason.map { "\(shown)\t(quarantined: \($0))" } ?? shown
+    let shown = DefaultsCommand.oneLine(shownPayload)
+    return quarantineReason.map { "\(shown)\t(quarantined: \(CommandLineText.visible($0)))" } ?? shown
+  }
+
+  /// The line `peek` prints: id, sender and ``text``, separated by tabs.
+  var peekLine: String {
+    "\(CommandLineText.visible(id))\t\(CommandLineText.visible(sender))\t\(text)"
   }
 
   /// The payload as text: its JSON, or `data:BASE64` for raw bytes.
@@ -70,16 +73,16 @@ struct SendCommand: AsyncParsableCommand {
   @OptionGroup var wait: StoreTimeoutOption
 
   func run() async throws {
-    let stored = try await Self.reporting {
-      try await options.withPlace(creating: true) { place in
+    try await Self.reporting {
+      let stored = try await options.withPlace(creating: true) { place in
         try await wait.waiting(forThe: "mailboxes") { timeLeft in
           let outbox = try await place.mailboxHandle(mailbox, sender: sender, timeout: timeLeft())
-          let text = try CommandLineValue.valueOrStandardInput(message, limit: try await outbox.maximumMessageSize())
+          let text = try TextInput.valueOrStandardInput(message, limit: try await outbox.maximumMessageSize())
           return try await outbox.send(json: CommandLineValue.json(text), id: id, timeout: timeLeft())
         }
       }
+      try printLine(CommandLineText.visible(stored))
     }
-    print(stored)
   }
 }
 
@@ -91,7 +94,10 @@ struct ReceiveCommand: AsyncParsableCommand {
       Prints the messages waiting now and exits; with --follow, waits for more until interrupted \
       (or until --count messages). A message is acknowledged (removed) after it is printed, so \
       one printed when the command is killed may be printed again by the next receiver. Exits \
-      \(ExitStatus.busy) when the mailbox already has a receiver.
+      \(ExitStatus.busy) when the mailbox already has a receiver. When standard output cannot be \
+      written (a full disk, a closed descriptor, a reader that has gone while SIGPIPE is ignored), \
+      the messages not written whole stay in the mailbox, unacknowledged, and the command exits \
+      \(ExitStatus.ioError).
 
       "Printed" means written to standard output, not read by the next program: into a pipe, \
       every message that fits in the pipe's buffer counts as printed, and `liaison receive inbox \
@@ -145,7 +151,8 @@ struct ReceiveCommand: AsyncParsableCommand {
     await receiver.end()
   }
 
-  /// Prints the messages, acknowledging each batch after it is printed unless --no-ack.
+  /// Prints the messages, acknowledging each batch after it is written whole unless --no-ack: a
+  /// batch whose writing failed is not acknowledged, and is delivered again to the next receiver.
   private func receive(with receiver: some CommandReceiver) async throws {
     var remaining = count ?? Int.max
     while remaining > 0 {
@@ -157,7 +164,9 @@ struct ReceiveCommand: AsyncParsableCommand {
           id: envelope.id, sentAt: envelope.sentAt, sender: envelope.sender, payload: envelope.payload)
         lines += (json ? try report.jsonLine() : report.text) + "\n"
       }
-      FileHandle.standardOutput.write(Data(lines.utf8))
+      if let failure = StandardStreams.write(Array(lines.utf8), to: 1) {
+        throw StandardStreams.outputFailure(failure)
+      }
       if !noAck { try await receiver.acknowledge(batch: batch) }
       remaining -= batch.count
     }
@@ -181,20 +190,20 @@ struct PeekCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    let entries = try await Self.reporting {
-      try await options.withPlace(creating: false) { place in
+    try await Self.reporting {
+      let entries = try await options.withPlace(creating: false) { place in
         let name = try LiaisonName(mailbox)
         // Opening a mailbox that does not exist would create it: there is nothing to show.
         guard try await place.mailboxList().contains(where: { $0.name == name }) else { return [MailboxEntry]() }
         return try await place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName, timeout: nil)
           .entries(limit: limit)
       }
-    }
-    for entry in entries {
-      let report = MessageReport(
-        id: entry.id, sentAt: entry.sentAt, sender: entry.sender, payload: entry.payload,
-        quarantineReason: entry.quarantineReason)
-      print(json ? try report.jsonLine() : "\(entry.id)\t\(entry.sender)\t\(report.text)")
+      for entry in entries {
+        let report = MessageReport(
+          id: entry.id, sentAt: entry.sentAt, sender: entry.sender, payload: entry.payload,
+          quarantineReason: entry.quarantineReason)
+        try printLine(json ? try report.jsonLine() : report.peekLine)
+      }
     }
   }
 }
@@ -218,15 +227,15 @@ struct RequeueCommand: AsyncParsableCommand {
   var id: [String] = []
 
   func run() async throws {
-    let count = try await Self.reporting {
-      try await options.withPlace(creating: false) { place in
+    try await Self.reporting {
+      let count = try await options.withPlace(creating: false) { place in
         let name = try LiaisonName(mailbox)
         // Opening a mailbox that does not exist would create it: there is nothing to requeue.
         guard try await place.mailboxList().contains(where: { $0.name == name }) else { return 0 }
         return try await place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName, timeout: nil)
           .requeue(ids: id.isEmpty ? nil : id)
       }
+      try printLine("\(count)")
     }
-    print(count)
   }
 }

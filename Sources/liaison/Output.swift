@@ -1,14 +1,95 @@
 import Foundation
 import Liaison
+import LiaisonCommandLine
 
-/// Writes a line to standard error.
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Standard output and standard error, written with `write(2)` and checked.
+///
+/// Every line the command prints goes through ``printLine(_:)`` or ``printError(_:)``, never
+/// through `print` or `FileHandle`: stdio keeps what it buffers and tells of a failed write only
+/// when asked, and `FileHandle.write` traps (the process then dies of SIGILL). Output that cannot
+/// be written whole (a full disk, a closed descriptor, a reader that has gone while SIGPIPE is
+/// ignored) ends the command with ``ExitStatus/ioError``, as coreutils' commands end.
+enum StandardStreams {
+  /// Keeps lines whole when several tasks print at once (`observe` with several signals).
+  private static let writing = NSLock()
+
+  /// Opens `/dev/null` on each of the descriptors 0, 1 and 2 that the caller left closed: for
+  /// reading on 1 and 2, for writing on 0, so that using one still fails as it would have (with
+  /// `EBADF`), but no file this process opens later (a lock file, a database) takes its number
+  /// and receives what was meant for standard output. Close-on-exec, so that the command that
+  /// `lock` runs finds them closed, as its caller left them. Call once, first thing, after
+  /// ``CallerDescriptors/capture()``.
+  static func occupyClosedDescriptors() {
+    for fd: CInt in 0...2 where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
+      // `open` takes the lowest free number: this one, as the loop has filled those below it.
+      _ = open("/dev/null", (fd == 0 ? O_WRONLY : O_RDONLY) | O_CLOEXEC)
+    }
+  }
+
+  /// Writes all of `bytes` to `fd`, retrying after `EINTR`, short writes, and `EAGAIN` on a
+  /// descriptor that another program made non-blocking.
+  ///
+  /// - Returns: `nil` once every byte is written, else the `errno` of the failure.
+  static func write(_ bytes: [UInt8], to fd: CInt) -> CInt? {
+    writing.withLock {
+      var written = 0
+      while written < bytes.count {
+        let n = bytes.withUnsafeBytes { buffer in
+          #if canImport(Glibc)
+            Glibc.write(fd, buffer.baseAddress! + written, buffer.count - written)
+          #elseif canImport(Darwin)
+            Darwin.write(fd, buffer.baseAddress! + written, buffer.count - written)
+          #endif
+        }
+        if n > 0 {
+          written += n
+        } else if n == 0 {
+          return EIO
+        } else if errno == EAGAIN || errno == EWOULDBLOCK {
+          var waiting = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+          _ = poll(&waiting, 1, -1)
+        } else if errno != EINTR {
+          return errno
+        }
+      }
+      return nil
+    }
+  }
+
+  /// The error for standard output that could not be written, with the reason (`errno`).
+  static func outputFailure(_ errno: CInt) -> CLIError {
+    CLIError(
+      "Could not write to standard output (\(String(cString: strerror(errno)))), so the output is incomplete. "
+        + "Check where standard output goes: a full disk, a closed descriptor, a reader that has gone.",
+      status: ExitStatus.ioError)
+  }
+}
+
+/// Writes `line` and a newline to standard output.
+///
+/// - Throws: ``CLIError`` with ``ExitStatus/ioError`` when the line could not be written whole.
+func printLine(_ line: String) throws(CLIError) {
+  if let failure = StandardStreams.write(Array((line + "\n").utf8), to: 1) {
+    throw StandardStreams.outputFailure(failure)
+  }
+}
+
+/// Writes `line` and a newline to standard error, its control characters escaped so that it
+/// stays one line (``CommandLineText/visible(_:)``); a failure is ignored, as there is nowhere
+/// left to tell of it.
 func printError(_ line: String) {
-  FileHandle.standardError.write(Data((line + "\n").utf8))
+  _ = StandardStreams.write(Array((CommandLineText.visible(line) + "\n").utf8), to: 2)
 }
 
 /// Prints `value` as one line of JSON with sorted keys.
 func printJSON<T: Encodable>(_ value: T) throws {
-  print(try jsonLine(value))
+  try printLine(try jsonLine(value))
 }
 
 /// `value` as one line of JSON with sorted keys.
@@ -44,7 +125,7 @@ struct HolderReport: Encodable {
     var line = "pid \(pid) (\(kind)) since \(since.formatted(.iso8601))"
     if pidExited { line += ", held by a descendant of pid \(pid), which has exited" }
     if let leaseRemainingSeconds { line += String(format: ", lease %.1f s left", leaseRemainingSeconds) }
-    if let info { line += ": \(info)" }
+    if let info { line += ": \(CommandLineText.visible(info))" }
     return line
   }
 }

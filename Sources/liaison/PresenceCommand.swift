@@ -84,15 +84,17 @@ struct PresenceCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
-      let report = try await Self.reporting {
-        try await options.withPlace(creating: false) { place in try await PresenceReport.of(place.presence(name)) }
+      try await Self.reporting {
+        let report = try await options.withPlace(creating: false) { place in
+          try await PresenceReport.of(place.presence(name))
+        }
+        if json {
+          try printJSON(report)
+        } else {
+          try printLine(report.text)
+        }
+        if !report.active { throw ExitCode(1) }
       }
-      if json {
-        try printJSON(report)
-      } else {
-        print(report.text)
-      }
-      if !report.active { throw ExitCode(1) }
     }
   }
 
@@ -104,13 +106,13 @@ struct PresenceCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
-      let reports = try await Self.reporting {
-        try await options.withPlace(creating: false) { place in try await Self.reports(place) }
-      }
-      if json { return try printJSON(reports) }
-      if reports.isEmpty { print("no presences") }
-      for report in reports {
-        print("\(report.name)\t\(report.text)")
+      try await Self.reporting {
+        let reports = try await options.withPlace(creating: false) { place in try await Self.reports(place) }
+        if json { return try printJSON(reports) }
+        if reports.isEmpty { try printLine("no presences") }
+        for report in reports {
+          try printLine("\(CommandLineText.visible(report.name))\t\(report.text)")
+        }
       }
     }
 

@@ -70,14 +70,13 @@ struct WaitCommand: AsyncParsableCommand {
   @Flag(help: "Print JSON: name, state, sequence.") var json = false
 
   func run() async throws {
-    let received = try await Self.reporting {
-      try await options.withPlace(creating: true) { place in try await next(in: place) }
+    try await Self.reporting {
+      let received = try await options.withPlace(creating: true) { place in try await next(in: place) }
+      guard let received else {
+        throw CLIError("no notification of '\(name)' within \(timeout ?? .zero).", status: ExitStatus.busy)
+      }
+      try printLine(json ? try jsonLine(NotificationReport(received)) : "\(received.state)")
     }
-    guard let received else {
-      printError("liaison: no notification of '\(name)' within \(timeout ?? .zero).")
-      throw ExitCode(ExitStatus.busy)
-    }
-    if json { try printJSON(NotificationReport(received)) } else { print(received.state) }
   }
 
   /// The next notification of the signal in `place` (with --after, the first whose sequence is
@@ -139,22 +138,26 @@ struct ObserveCommand: AsyncParsableCommand {
     }
   }
 
-  /// Prints the notifications of the signals in `place` until interrupted.
+  /// Prints the notifications of the signals in `place` until interrupted, or until a line
+  /// cannot be written.
   private func observe(_ place: some CommandPlace) async throws {
     let sequences = try await names.asyncMap { try await place.signal($0).notifications(ignoringOwnPosts: false) }
     let json = json
-    await withTaskGroup(of: Void.self) { group in
+    try await withThrowingTaskGroup(of: Void.self) { group in
       for notifications in sequences {
         group.addTask {
           do {
             for try await notification in notifications {
               let report = NotificationReport(notification)
-              let line = json ? (try? jsonLine(report)) ?? "" : "\(report.name) \(report.state) \(report.sequence)"
-              FileHandle.standardOutput.write(Data((line + "\n").utf8))
+              try printLine(json ? try jsonLine(report) : "\(report.name) \(report.state) \(report.sequence)")
             }
+          } catch let failure as CLIError {
+            throw failure
           } catch {}
         }
       }
+      // The first line that cannot be written ends every observation.
+      for try await _ in group {}
     }
   }
 }
@@ -199,15 +202,17 @@ struct StateCommand: AsyncParsableCommand {
       if sequence {
         _ = try LiaisonName(name)
         // A container that no process has used has had no posts; reading it creates nothing.
-        if try options.choice() == .folder && !options.folder.containerExists { return print(0) }
-        return try await options.withPlace(creating: false) { place in print(try await place.sequence(ofSignal: name)) }
+        if try options.choice() == .folder && !options.folder.containerExists { return try printLine("0") }
+        return try await options.withPlace(creating: false) { place in
+          try printLine("\(try await place.sequence(ofSignal: name))")
+        }
       }
       try await options.withPlace(creating: set != nil) { place in
         if let set { return try await place.setState(ofSignal: name, to: set) }
         guard let state = try await place.recordedState(ofSignal: name) else {
           throw CLIError("No signal '\(name)' in the container: it has never been posted or set.", status: 1)
         }
-        print(state)
+        try printLine("\(state)")
       }
     }
   }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Liaison
+import LiaisonCommandLine
 import LiaisonStore
 
 struct StatusCommand: AsyncParsableCommand {
@@ -105,15 +106,15 @@ struct StatusCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    let report = try await Self.reporting {
-      try await options.withPlace(creating: false) { place in await Self.report(place) }
+    try await Self.reporting {
+      let report = try await options.withPlace(creating: false) { place in await Self.report(place) }
+      if json {
+        try printJSON(report)
+      } else {
+        for line in Self.text(report) { try printLine(line) }
+      }
+      if !report.problems.isEmpty { throw ExitCode(ExitStatus.failure) }
     }
-    if json {
-      try printJSON(report)
-    } else {
-      printText(report)
-    }
-    if !report.problems.isEmpty { throw ExitCode(ExitStatus.failure) }
   }
 
   /// Everything in `place`, and what could not be read.
@@ -163,40 +164,47 @@ struct StatusCommand: AsyncParsableCommand {
   /// What `status` shows for a part that PostgreSQL has no equivalent of.
   static let notOnPostgres = "not available on PostgreSQL"
 
-  private func printText(_ report: Report) {
-    if let container = report.container { print("Container \(container)") }
-    if let namespace = report.namespace { print("Namespace \(namespace) (PostgreSQL)") }
-    print("Presences:" + (report.presences.isEmpty ? " none" : ""))
+  /// The lines of the text output, every name, path and message escaped
+  /// (``CommandLineText/visible(_:)``).
+  private static func text(_ report: Report) -> [String] {
+    func shown(_ field: String) -> String { CommandLineText.visible(field) }
+    var lines: [String] = []
+    if let container = report.container { lines.append("Container \(shown(container))") }
+    if let namespace = report.namespace { lines.append("Namespace \(shown(namespace)) (PostgreSQL)") }
+    lines.append("Presences:" + (report.presences.isEmpty ? " none" : ""))
     for presence in report.presences {
-      print("  \(presence.name)\t\(presence.text)")
+      lines.append("  \(shown(presence.name))\t\(presence.text)")
     }
-    print("Locks:" + (report.locks.map { $0.isEmpty ? " none" : "" } ?? " \(Self.notOnPostgres)"))
+    lines.append("Locks:" + (report.locks.map { $0.isEmpty ? " none" : "" } ?? " \(Self.notOnPostgres)"))
     for lock in report.locks ?? [] {
-      print("  \(lock.name)\t\(lock.state)")
+      lines.append("  \(shown(lock.name))\t\(lock.state)")
     }
-    print("Signals:" + (report.signals.isEmpty ? " none" : ""))
+    lines.append("Signals:" + (report.signals.isEmpty ? " none" : ""))
     for signal in report.signals {
-      print("  \(signal.name)\tstate \(signal.state)")
+      lines.append("  \(shown(signal.name))\tstate \(signal.state)")
     }
-    print("Defaults:" + (report.defaults.isEmpty ? " none" : ""))
+    lines.append("Defaults:" + (report.defaults.isEmpty ? " none" : ""))
     for domain in report.defaults {
-      print("  \(domain.name)\t\(domain.keys) key" + (domain.keys == 1 ? "" : "s"))
+      lines.append("  \(shown(domain.name))\t\(domain.keys) key" + (domain.keys == 1 ? "" : "s"))
     }
-    print("Mailboxes:" + (report.mailboxes.isEmpty ? " none" : ""))
+    lines.append("Mailboxes:" + (report.mailboxes.isEmpty ? " none" : ""))
     for mailbox in report.mailboxes {
-      print("  \(mailbox.name)\t\(mailbox.waiting) waiting\t\(mailbox.quarantined) quarantined\t\(mailbox.bytes) bytes")
+      lines.append(
+        "  \(shown(mailbox.name))\t\(mailbox.waiting) waiting\t\(mailbox.quarantined) quarantined\t"
+          + "\(mailbox.bytes) bytes")
     }
-    print("Databases:" + (report.databases.map { $0.isEmpty ? " none" : "" } ?? " \(Self.notOnPostgres)"))
+    lines.append("Databases:" + (report.databases.map { $0.isEmpty ? " none" : "" } ?? " \(Self.notOnPostgres)"))
     for database in report.databases ?? [] {
-      print(
-        "  \(database.name)\t\(database.bytes) bytes\tschema \(database.schemaVersion ?? "none") "
-          + "(\(database.migrations) migrations)\t\(database.file)")
+      lines.append(
+        "  \(shown(database.name))\t\(database.bytes) bytes\tschema \(shown(database.schemaVersion ?? "none")) "
+          + "(\(database.migrations) migrations)\t\(shown(database.file))")
     }
     if !report.problems.isEmpty {
-      print("Problems:")
+      lines.append("Problems:")
       for problem in report.problems {
-        print("  \(problem.part)" + (problem.name.map { " \($0)" } ?? "") + ": \(problem.error)")
+        lines.append("  \(problem.part)" + (problem.name.map { " \(shown($0))" } ?? "") + ": \(shown(problem.error))")
       }
     }
+    return lines
   }
 }

@@ -180,14 +180,19 @@ import Testing
       #expect(defaultRow == "8")
     }
 
-    /// A URL that cannot be read, a namespace that breaks the naming rule, and both a folder and a
-    /// database: the usage status and one line that says what to write.
+    /// A URL that cannot be read (or whose port is out of range), a namespace that breaks the
+    /// naming rule, and both a folder and a database: the usage status and one line that says
+    /// what to write.
     @Test func badPlaceOptionsAreUsageErrors() throws {
       let notURL = try liaison(["post", "s", "--postgres", "db.internal/app"])
       #expect(notURL.status == 64)
       #expect(notURL.errors.hasPrefix("liaison: The PostgreSQL URL is not usable"), "\(notURL.errors)")
       #expect(notURL.errors.contains("postgres://USER"))
       #expect(notURL.errors.split(separator: "\n").count == 1)
+      // A port beyond 16 bits used to be truncated (120969 reached a server on 55433).
+      let badPort = try liaison(["post", "s", "--postgres", "postgres://a@127.0.0.1:120969/b"])
+      #expect(badPort.status == 64, "\(badPort.errors)")
+      #expect(badPort.errors.contains("the port '120969' is not a number from 1 to 65535"), "\(badPort.errors)")
       let badNamespace = try liaison(["post", "s", "--postgres", "postgres://a@127.0.0.1:1/b", "--namespace", "a b"])
       #expect(badNamespace.status == 64, "\(badNamespace.errors)")
       #expect(badNamespace.errors.contains("--namespace"))

@@ -354,15 +354,16 @@ struct HostileFileTests {
   }
 
   /// The processes sharing a container run as one user: a process of another user cannot enter
-  /// `.liaison` (0700), and says so.
+  /// `.liaison` (0700), and says whose it is, not to check permissions it has.
   @Test(.enabled(if: UnprivilegedPeer.isAvailable, "needs root and setpriv"))
   func aProcessOfAnotherUserIsRefused() throws {
     _ = try SharedContainer(directory: directory.path)
     try setPermissions(directory.path, 0o755)
     let peer = try UnprivilegedPeer(container: directory.path)
-    #expect(peer.greeting.hasPrefix("error system error: "), "\(peer.greeting)")
-    #expect(peer.greeting.contains("'\(directory.path)/.liaison'"), "\(peer.greeting)")
-    #expect(peer.greeting.contains("Check that this process may read and write"), "\(peer.greeting)")
+    #expect(peer.greeting.hasPrefix("error unsafe file: "), "\(peer.greeting)")
+    #expect(peer.greeting.contains("'\(directory.path)/.liaison' belongs to user 0 (root)"), "\(peer.greeting)")
+    #expect(peer.greeting.contains("give each user a container of its own"), "\(peer.greeting)")
+    #expect(!peer.greeting.contains("Check that this process may"), "\(peer.greeting)")
   }
 
   /// A file of Liaison's that its owner cannot write (mode 0400): the peer, as `nobody`, cannot

@@ -47,6 +47,13 @@ package final class PrivateFolder: Sendable {
           + "Liaison never follows links in its folder; remove '\(path)' and try again.",
         errno: error, path: path)
     case .failure(let error):
+      var info = stat()
+      if error == .permissionDenied || error == .notPermitted,
+        fstatat(parent, name, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_uid != geteuid()
+      {
+        // The folder is private to another user: permissions are not what to check.
+        throw ownedByAnotherUser(path, kind: "folder", owner: info.st_uid, errno: error)
+      }
       throw LiaisonError.system(error, "open the folder", path: path)
     }
     let info: stat
@@ -209,11 +216,7 @@ package final class PrivateFolder: Sendable {
         .unsafeFile, "'\(path)' is not a regular \(kind). Remove it so that Liaison can recreate it.", path: path)
     }
     if info.st_uid != geteuid() {
-      throw LiaisonError(
-        .unsafeFile,
-        "'\(path)' belongs to user \(info.st_uid), not to this process's user \(geteuid()). "
-          + "Liaison only uses its own files; remove it or run as its owner.",
-        path: path)
+      throw ownedByAnotherUser(path, kind: kind, owner: info.st_uid, errno: nil)
     }
     if kind == "file" && info.st_nlink > 1 {
       throw LiaisonError(
@@ -224,5 +227,33 @@ package final class PrivateFolder: Sendable {
     if info.st_mode & 0o077 != 0 && !restrict() {
       throw LiaisonError.system(currentErrno(), "restrict the permissions of", path: path)
     }
+  }
+
+  /// The error for Liaison's folder or file at `path` that belongs to the user `owner`, not to
+  /// this process's user: whose it is, by name and uid, and what to do.
+  private static func ownedByAnotherUser(_ path: String, kind: String, owner: uid_t, errno: Errno?) -> LiaisonError {
+    LiaisonError(
+      .unsafeFile,
+      "'\(path)' belongs to \(userDescription(owner)), but this process runs as \(userDescription(geteuid())). "
+        + "Liaison keeps its \(kind)s private to the user who made them (mode \(kind == "folder" ? "0700" : "0600")), "
+        + "so one container serves the processes of one user: run this as \(userName(owner) ?? "user \(owner)"), "
+        + "or give each user a container of its own.",
+      errno: errno, path: path)
+  }
+
+  /// `user UID (NAME)`, or `user UID` for a user the system cannot name.
+  private static func userDescription(_ uid: uid_t) -> String {
+    "user \(uid)" + (userName(uid).map { " (\($0))" } ?? "")
+  }
+
+  /// The login name of the user `uid`, or `nil` when the user database has none.
+  private static func userName(_ uid: uid_t) -> String? {
+    var entry = passwd()
+    var found: UnsafeMutablePointer<passwd>?
+    var buffer = [CChar](repeating: 0, count: 4096)
+    guard getpwuid_r(uid, &entry, &buffer, buffer.count, &found) == 0, found != nil, let name = entry.pw_name else {
+      return nil
+    }
+    return String(cString: name)
   }
 }

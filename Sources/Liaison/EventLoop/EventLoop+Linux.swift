@@ -126,15 +126,28 @@
     static func start() throws(LiaisonError) -> LoopInstance {
       let inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
       guard inotify >= 0 else {
+        let error = currentErrno()
+        // EMFILE is both this process's limit of descriptors and the user's of inotify instances.
+        if let shortage = LiaisonError.descriptorShortage() {
+          throw LiaisonError(
+            .system, "Could not start watching files (inotify_init1). " + LiaisonError.descriptorAdvice(shortage)!,
+            errno: shortage)
+        }
         throw LiaisonError(
-          .system, "Could not start watching files (inotify_init1). Raise fs.inotify.max_user_instances.",
-          errno: currentErrno())
+          .system,
+          "Could not start watching files (inotify_init1): this user has as many inotify instances as "
+            + "fs.inotify.max_user_instances allows. Raise it (sysctl fs.inotify.max_user_instances), or end "
+            + "processes of this user that watch files.",
+          errno: error)
       }
       let wake = cliaison_eventfd()
       guard wake >= 0 else {
         let error = currentErrno()
         Syscall.close(inotify)
-        throw LiaisonError(.system, "Could not create the event loop's eventfd.", errno: error)
+        throw LiaisonError(
+          .system,
+          "Could not create the event loop's eventfd." + (LiaisonError.descriptorAdvice(error).map { " " + $0 } ?? ""),
+          errno: error)
       }
       let instance = LoopInstance(inotify: inotify, wake: wake)
       switch ThreadSupport.start({ instance.run() }) {

@@ -1,5 +1,11 @@
 import SystemPackage
 
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
 /// The error every Liaison operation throws.
 ///
 /// Each error carries a ``code`` to switch on, a ``message`` that says what went wrong and what
@@ -43,7 +49,8 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
     /// An argument other than a name was out of range (a negative timeout, say).
     public static let invalidArgument = Code(.invalidArgument)
     /// A file in the container is not what Liaison made: a symbolic link, a hard link, a
-    /// directory, or a file owned by another user. Liaison refuses to touch it.
+    /// directory, or a file or folder owned by another user (`.liaison` itself, for a process of
+    /// another user, which cannot enter it). Liaison refuses to touch it; the message names it.
     public static let unsafeFile = Code(.unsafeFile)
     /// A file in the container holds content Liaison cannot read.
     public static let corruptFile = Code(.corruptFile)
@@ -136,11 +143,55 @@ extension LiaisonError {
       advice = " The container is on a read-only file system; choose a writable folder."
     case .noSpace:
       advice = " The disk is full; free some space."
-    case .tooManyOpenFiles:
-      advice = " This process has too many open files; close some or raise its limit."
+    case .tooManyOpenFiles, .tooManyOpenFilesInSystem:
+      advice = " " + descriptorAdvice(errno)!
     default:
       advice = ""
     }
     return LiaisonError(.system, "Could not \(action) '\(path)'.\(advice)", errno: errno, path: path)
+  }
+
+  /// What to do when no file descriptor can be had: for `EMFILE`, this process has reached its
+  /// own limit (`ulimit -n`), which the message states; for `ENFILE`, the whole system has. `nil`
+  /// for any other error.
+  package static func descriptorAdvice(_ errno: Errno) -> String? {
+    switch errno {
+    case .tooManyOpenFiles:
+      var limit = rlimit()
+      #if canImport(Glibc)
+        let known = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0
+      #else
+        let known = getrlimit(RLIMIT_NOFILE, &limit) == 0
+      #endif
+      return "This process has as many files open as its limit allows"
+        + (known ? " (\(limit.rlim_cur), `ulimit -n`)" : " (`ulimit -n`)")
+        + ": raise the limit (`ulimit -n`, or LimitNOFILE= in a systemd unit), or have the process keep fewer "
+        + "files open."
+    case .tooManyOpenFilesInSystem:
+      return "The system has as many files open as its limit allows (fs.file-max on Linux, kern.maxfiles on "
+        + "Apple platforms): close files elsewhere, or raise the limit."
+    default:
+      return nil
+    }
+  }
+
+  /// Whether this process can open `count` more file descriptors now, found by opening
+  /// `/dev/null` that many times: `EMFILE` or `ENFILE` when it cannot, else `nil`. For failures
+  /// that do not say why, and whose opener has closed what it had opened by the time it reports
+  /// (SQLite's "unable to open database file": ask for as many as it opens at once), and for those
+  /// with more than one cause (`inotify_init1`'s `EMFILE` is also the user's limit of inotify
+  /// instances).
+  package static func descriptorShortage(count: Int = 1) -> Errno? {
+    var opened: [CInt] = []
+    defer { for fd in opened { _ = close(fd) } }
+    while opened.count < count {
+      let fd = open("/dev/null", O_RDONLY | O_CLOEXEC)
+      guard fd >= 0 else {
+        let error = currentErrno()
+        return error == .tooManyOpenFiles || error == .tooManyOpenFilesInSystem ? error : nil
+      }
+      opened.append(fd)
+    }
+    return nil
   }
 }

@@ -335,6 +335,15 @@ final class StoreDatabase: Sendable {
       return LiaisonError(
         .system, "The disk holding the store '\(path)' is full; free some space.", path: path, cause: error)
     case .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_PERM:
+      // SQLite says "unable to open database file" whatever the cause, after closing what it
+      // had opened. A connection opens up to 8 files at once (the database, its -wal and -shm,
+      // a journal, the folder, /dev/urandom...): short of that many descriptors, the
+      // permissions are not what to check.
+      if error.resultCode == .SQLITE_CANTOPEN, let shortage = LiaisonError.descriptorShortage(count: 8) {
+        return LiaisonError(
+          .system, "The store '\(path)' cannot be opened. " + LiaisonError.descriptorAdvice(shortage)!,
+          errno: shortage, path: path, cause: error)
+      }
       return LiaisonError(
         .system,
         "The store '\(path)' cannot be written (\(error.message ?? "\(error.resultCode)")). Check the "
