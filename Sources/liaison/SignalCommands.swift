@@ -125,11 +125,15 @@ struct ObserveCommand: AsyncParsableCommand {
   )
 
   @OptionGroup var options: PlaceOptions
-  @Argument(help: "The signals' names.") var names: [String]
+  @Argument(help: "The signals' names; `-` reads them from standard input, one a line (for many names).")
+  var names: [String]
   @Flag(help: "Print JSON lines.") var json = false
 
   func validate() throws {
     if names.isEmpty { throw ValidationError("Name at least one signal to observe.") }
+    if names.contains("-") && names != ["-"] {
+      throw ValidationError("Give the names either on the command line or, with `-` alone, on standard input.")
+    }
   }
 
   func run() async throws {
@@ -141,6 +145,7 @@ struct ObserveCommand: AsyncParsableCommand {
   /// Prints the notifications of the signals in `place` until interrupted, or until a line
   /// cannot be written.
   private func observe(_ place: some CommandPlace) async throws {
+    let names = names == ["-"] ? try TextInput.lines(ofStandardInput: "The names on standard input") : names
     let sequences = try await names.asyncMap { try await place.signal($0).notifications(ignoringOwnPosts: false) }
     let json = json
     try await withThrowingTaskGroup(of: Void.self) { group in

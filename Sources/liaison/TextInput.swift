@@ -29,6 +29,14 @@ enum TextInput {
     return String(decoding: bytes, as: UTF8.self)
   }
 
+  /// The non-empty lines of standard input, read to its end (at most 16 MiB), refused if they
+  /// are not UTF-8; `what` names them in the error.
+  static func lines(ofStandardInput what: String) throws -> [String] {
+    let bytes = try CommandLineValue.standardInput(limit: 16 << 20)
+    if let offset = CommandLineText.firstNonUTF8Offset(bytes) { throw notText(what, bytes: bytes, offset: offset) }
+    return String(decoding: bytes, as: UTF8.self).split(separator: "\n").map(String.init)
+  }
+
   /// The error for `bytes` (described as `what`) whose byte at `offset` is not UTF-8.
   private static func notText(_ what: String, bytes: [UInt8], offset: Int) -> CLIError {
     let byte = String(bytes[offset], radix: 16, uppercase: true)

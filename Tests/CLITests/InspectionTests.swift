@@ -85,7 +85,10 @@ struct InspectionTests {
     let folder = directory.path + "/.liaison/signals/"
     let names = (0..<10_000).map { String(format: "s%05d", $0) }
     for name in names { #expect(FileManager.default.createFile(atPath: folder + name, contents: nil)) }
-    let observer = try liaisonUnderDefaultDescriptorLimit(["observe"] + names)
+    // The names on standard input: swift-argument-parser takes quadratic time over 10,000 arguments.
+    let observer = try liaisonUnderDefaultDescriptorLimit(["observe", "-"])
+    observer.write(names.joined(separator: "\n"))
+    observer.closeInput()
     defer {
       observer.kill(SIGKILL)
       observer.wait()
