@@ -22,11 +22,23 @@ import Foundation
 func execute(_ command: [String]) -> Int32 {
   fflush(nil)  // what print has buffered
   CallerSignals.restore()
-  let arguments = command.map { strdup($0) } + [nil]
-  execvp(command[0], arguments)
+  let arguments = argumentVector(command)
+  execvp(arguments[0]!, arguments)
   let error = errno
   for argument in arguments { free(argument) }
   return SpawnFailure(errno: error).report(command)
+}
+
+/// `command` as an argument vector for `exec`, each argument a copy to `free`, ending with `nil`:
+/// the arguments after `--` as the caller gave them, byte for byte. Swift decodes arguments as
+/// UTF-8 and replaces bytes that are not (a file name in another encoding) with U+FFFD, and the
+/// command must get what the caller gave, not another name. (`command` itself, when the command
+/// line holds no `--` followed by as many arguments.)
+private func argumentVector(_ command: [String]) -> [UnsafeMutablePointer<CChar>?] {
+  let count = Int(CommandLine.argc)
+  let terminator = (1..<count).first { index in CommandLine.unsafeArgv[index].map { strcmp($0, "--") == 0 } ?? false }
+  guard let terminator, count - terminator - 1 == command.count else { return command.map { strdup($0) } + [nil] }
+  return ((terminator + 1)..<count).map { CommandLine.unsafeArgv[$0].flatMap { strdup($0) } } + [nil]
 }
 
 /// The descriptors open when `liaison` started, read before anything else runs (in `main()`):
@@ -132,7 +144,7 @@ enum CallerSignals {
     #endif
     defer { posix_spawn_file_actions_destroy(&actions) }
     posix_spawnattr_setflags(&attributes, Int16(flags))
-    let arguments = command.map { strdup($0) } + [nil]
+    let arguments = argumentVector(command)
     defer { for argument in arguments { free(argument) } }
     var child: pid_t = 0
     #if canImport(Darwin)
@@ -140,7 +152,7 @@ enum CallerSignals {
     #else
       let environment = environ
     #endif
-    let result = posix_spawnp(&child, command[0], &actions, &attributes, arguments, environment)
+    let result = posix_spawnp(&child, arguments[0]!, &actions, &attributes, arguments, environment)
     return result == 0 ? .success(child) : .failure(SpawnFailure(errno: result))
   }
 

@@ -151,6 +151,22 @@ struct OutputAndInputTests {
     #expect(try liaison(["receive", "inbox"]).output == "\"héllo ✓\"\n")
   }
 
+  /// The command that `lock` runs gets its arguments byte for byte, even those that are not
+  /// UTF-8 (a file name in another encoding), which are not liaison's to judge; Swift's decoding
+  /// used to hand it U+FFFD in their place, another file name.
+  @Test func theCommandUnderALockGetsItsArgumentsAsGiven() throws {
+    // `ls` finds the file only under its own name (it exits 2 for a name that does not exist).
+    let child = try ChildProcess(
+      "/bin/sh",
+      [
+        "-c", "cd \"$1\" && name=\"$(printf 'x\\377')\" && : > \"$name\" && exec \"$0\" lock job -- ls -- \"$name\"",
+        liaisonPath, directory.path,
+      ],
+      environment: ["LIAISON_CONTAINER": directory.path], errors: .pipe)
+    let (_, errors, termination) = child.finish()
+    #expect(termination.shellStatus == 0, "\(errors)")
+  }
+
   // MARK: - Control characters in text output
 
   /// An id, a sender, a holder's info and a payload with line breaks, tabs and escape sequences
