@@ -250,8 +250,11 @@
     /// (the `liaison defaults write --if-value` command), for which ``update(_:_:)`` is the typed
     /// form. A transaction of its own (see ``transaction(_:)``).
     ///
-    /// - Parameter expected: the stored form the value must have, byte for byte; `nil` stores
-    ///   only if the key has no value.
+    /// - Parameters:
+    ///   - json: the value to store, as JSON text.
+    ///   - name: the key's name.
+    ///   - expected: the stored form the value must have, byte for byte; `nil` stores only if the
+    ///     key has no value.
     /// - Returns: `true` when it stored `json`; `false`, having written nothing, when the value
     ///   was not `expected`.
     /// - Throws: as ``setJSON(_:for:)``.

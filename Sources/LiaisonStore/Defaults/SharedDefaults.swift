@@ -515,8 +515,13 @@ extension SharedDefaults {
   /// let written = try await defaults.setJSON(Data("8".utf8), for: name, replacing: stored)
   /// ```
   ///
-  /// - Parameter expected: the stored form the value must have, byte for byte; `nil` stores
-  ///   only if the key has no value.
+  /// - Parameters:
+  ///   - json: the value to store, as JSON text.
+  ///   - name: the key's name.
+  ///   - expected: the stored form the value must have, byte for byte; `nil` stores only if the
+  ///     key has no value.
+  ///   - timeout: how long to wait for another process's write, at most (`nil`: as long as it
+  ///     takes).
   /// - Returns: `true` when it stored `json`; `false`, having written nothing, when the value
   ///   was not `expected`.
   /// - Throws: as `setJSON(_:for:timeout:)` does.
