@@ -58,9 +58,10 @@
       defer { closedir(directory) }
       var files: [String] = []
       while let entry = readdir(directory) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-          String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-        }
+        // Up to its NUL only: the whole of `d_name` may reach past the end of what `readdir` read.
+        let start = UnsafeRawPointer(entry) + MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+        let length = strlen(start.assumingMemoryBound(to: CChar.self))
+        let name = String(decoding: UnsafeRawBufferPointer(start: start, count: length), as: UTF8.self)
         if !name.hasPrefix(".") { files.append(path + "/" + name) }
       }
       return files.sorted()

@@ -170,9 +170,11 @@ package final class PrivateFolder: Sendable {
     defer { closedir(directory) }
     var names: [LiaisonName] = []
     while let entry = readdir(directory) {
-      let fileName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-      }
+      // The name up to its NUL only: an entry is as long as its name needs (`d_reclen`), so the
+      // whole of `d_name` may reach past the end of what `readdir` read.
+      let name = UnsafeRawPointer(entry) + MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+      let length = strlen(name.assumingMemoryBound(to: CChar.self))
+      let fileName = String(decoding: UnsafeRawBufferPointer(start: name, count: length), as: UTF8.self)
       guard fileName.hasSuffix(suffix) else { continue }
       if let name = LiaisonName(fileName: String(fileName.dropLast(suffix.count))) { names.append(name) }
     }
