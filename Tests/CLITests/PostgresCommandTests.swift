@@ -147,7 +147,8 @@ import Testing
       #expect(termination == .exited(69), "\(errors)")
       #expect(errors.contains("SIGKILL follows in 1 s"), "\(errors)")
       #expect(!ProcessTable.isRunning(commandPID))
-      #expect(elapsed >= 1 && elapsed < 30, "the command was killed \(elapsed) s after the loss; the grace is 1 s")
+      // Not before the grace had passed; that it comes at all is the line and the exit above.
+      #expect(elapsed >= 1, "the command was killed \(elapsed) s after the loss; the grace is 1 s")
     }
 
     // MARK: - Choosing the place
