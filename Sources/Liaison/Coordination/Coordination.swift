@@ -2,7 +2,8 @@
 /// processes of one machine (``SharedContainer``), or a PostgreSQL database shared by processes
 /// on many (`PostgresContainer`, in `LiaisonPostgres`).
 ///
-/// Code written against these protocols, with the `async` forms, runs unchanged on either:
+/// Code written against these protocols runs unchanged on either; with the stored parts too
+/// (defaults and mailboxes), against ``CoordinationStore``:
 ///
 /// ```swift
 /// func refreshOnce(in place: some CoordinationPlace) async throws {
@@ -11,6 +12,12 @@
 ///   }
 /// }
 /// ```
+///
+/// Every requirement is `async` and throws ``LiaisonError`` only. The folder's types also have
+/// synchronous forms of the same names, for synchronous code (they are unavailable from
+/// asynchronous code, where the `async` forms never block a thread of the cooperative pool).
+/// The requirements take every parameter; each type gives them the same default values
+/// (`.exclusive`, no timeout, …), so that code written against a type reads the same on both.
 ///
 /// Where the network changes the meaning, the API says so: a lock held through a database
 /// connection can be **lost** when that connection ends (see ``HeldLock/loss``), and every
@@ -41,15 +48,20 @@ public protocol CoordinationLock: Sendable {
   /// The lock's name.
   var name: LiaisonName { get }
   /// Takes the lock if it is free, without waiting; `nil` when another holder has it.
-  func tryLock(_ mode: LockMode) async throws -> Guard?
+  func tryLock(_ mode: LockMode) async throws(LiaisonError) -> Guard?
   /// Takes the lock, waiting at most `timeout` (`nil`: as long as it takes).
   ///
   /// - Throws: ``LiaisonError/Code/timedOut`` when the timeout passes first, and
-  ///   `CancellationError` when the task is cancelled while waiting.
-  func lock(_ mode: LockMode, timeout: Duration?) async throws -> Guard
+  ///   ``LiaisonError/Code/cancelled`` when the task is cancelled while waiting.
+  func lock(_ mode: LockMode, timeout: Duration?) async throws(LiaisonError) -> Guard
 }
 
 /// A held lock: ``LockGuard``, or `PostgresLockGuard`.
+///
+/// Release it with ``unlock()``, or hold it for a scope with ``CoordinationLock/withLock(_:timeout:_:)``.
+/// A guard that is dropped while held releases the lock too (so `_ = try await lock.tryLock()`
+/// takes the lock and releases it at once); on PostgreSQL the release is then made in the
+/// background, so await ``unlock()`` where the next step must see the lock free.
 public protocol HeldLock: Sendable {
   /// The mode the lock is held in.
   var mode: LockMode { get }
@@ -58,22 +70,29 @@ public protocol HeldLock: Sendable {
   /// Why the lock was lost, once it was (code ``LiaisonError/Code/lost``); `nil` while held and
   /// after its holder unlocked it.
   var loss: LiaisonError? { get }
-  /// Waits until the lock is lost and returns why; returns `nil` once it is unlocked instead, or
-  /// when the task is cancelled.
-  func waitForLoss() async -> LiaisonError?
+  /// Waits until the lock is lost and returns why; returns `nil` once it is unlocked instead.
+  ///
+  /// - Throws: ``LiaisonError/Code/cancelled`` when the task is cancelled first: the lock may
+  ///   still be held.
+  func waitForLoss() async throws(LiaisonError) -> LiaisonError?
   /// This grant's fencing token: larger than every token of an earlier exclusive grant of the
   /// same lock. Exclusive grants only.
-  func fencingToken() async throws -> UInt64
+  func fencingToken() async throws(LiaisonError) -> UInt64
   /// Releases the lock. Calling it again does nothing.
   func unlock() async
 }
 
 extension CoordinationLock {
-  /// Runs `body` holding the lock, and releases it when `body` ends.
+  /// Runs `body` holding the lock, and releases it when `body` ends: the one meaning of
+  /// `withLock` on every backend.
   ///
   /// If the lock is lost while `body` runs, `body`'s task is cancelled, and once `body` has
   /// ended this throws the loss (``LiaisonError/Code/lost``), whatever `body` returned: work done
-  /// after the loss was not done under the lock.
+  /// after the loss was not done under the lock. A local lock is lost only to
+  /// ``SharedContainer/suspend()``; one held through a PostgreSQL connection, also when the
+  /// connection ends.
+  ///
+  /// - Throws: the loss; what `body` throws; or as ``lock(_:timeout:)``.
   public func withLock<Result: Sendable>(
     _ mode: LockMode = .exclusive, timeout: Duration? = nil, _ body: @escaping @Sendable () async throws -> Result
   ) async throws -> Result {
@@ -86,7 +105,7 @@ extension CoordinationLock {
           return .finished(.failure(error))
         }
       }
-      group.addTask { .lost(await held.waitForLoss()) }
+      group.addTask { .lost(try? await held.waitForLoss()) }
       var finished: Swift.Result<Result, any Error>?
       var loss: LiaisonError?
       while let next = await group.next() {
@@ -95,7 +114,7 @@ extension CoordinationLock {
           finished = result
           group.cancelAll()  // ends the wait for a loss
         case .lost(let lost):
-          guard let lost else { continue }  // cancelled once `body` finished
+          guard let lost = lost ?? nil else { continue }  // cancelled once `body` finished
           loss = lost
           group.cancelAll()  // cancels `body`
         }
@@ -110,7 +129,7 @@ extension CoordinationLock {
 
 private enum GuardedOutcome<Result: Sendable>: Sendable {
   case finished(Swift.Result<Result, any Error>)
-  case lost(LiaisonError?)
+  case lost(LiaisonError??)
 }
 
 /// A presence: "is it running?", answered by a claim its holder keeps while it runs.
@@ -126,22 +145,49 @@ public protocol CoordinationPresence: Sendable {
   /// Claims the presence for this process.
   ///
   /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another holder has it.
-  func claim(info: String?) async throws -> Claim
+  func claim(info: String?) async throws(LiaisonError) -> Claim
+  /// Whether the presence is claimed now; reading it never disturbs the holder.
+  var isActive: Bool { get async throws(LiaisonError) }
   /// The holder, if the presence is active; reading it never disturbs the holder.
-  var holder: PresenceHolder? { get async throws }
+  var holder: PresenceHolder? { get async throws(LiaisonError) }
   /// The presence's changes: claimed and released, as they happen, starting with the state now.
-  func changes() async throws -> Changes
+  func changes() async throws(LiaisonError) -> Changes
+}
+
+extension CoordinationPresence {
+  /// Runs `body` holding a claim on the presence, and releases it when `body` ends (whether it
+  /// returns or throws).
+  ///
+  /// - Throws: as ``claim(info:)``; what `body` throws.
+  public func withClaim<Result>(
+    info: String? = nil, _ body: (Claim) async throws -> Result
+  ) async throws -> Result {
+    let claim = try await claim(info: info)
+    do {
+      let result = try await body(claim)
+      await claim.release()
+      return result
+    } catch {
+      await claim.release()
+      throw error
+    }
+  }
 }
 
 /// A held claim on a presence: ``PresenceClaim``, or `PostgresPresenceClaim`.
+///
+/// Release it with ``release()``, or hold it for a scope with
+/// ``CoordinationPresence/withClaim(info:_:)``. A claim that is dropped while held is released
+/// too; on PostgreSQL the release is then made in the background.
 public protocol HeldClaim: Sendable {
   /// Whether the claim is held: `false` once released or lost.
   var isHeld: Bool { get }
   /// Why the claim was lost, once it was; `nil` while held and after its holder released it.
   var loss: LiaisonError? { get }
-  /// Waits until the claim is lost and returns why; `nil` once it is released instead, or when
-  /// the task is cancelled.
-  func waitForLoss() async -> LiaisonError?
+  /// Waits until the claim is lost and returns why; `nil` once it is released instead.
+  ///
+  /// - Throws: ``LiaisonError/Code/cancelled`` when the task is cancelled first.
+  func waitForLoss() async throws(LiaisonError) -> LiaisonError?
   /// Gives the presence up. Calling it again does nothing.
   func release() async
 }
@@ -155,13 +201,75 @@ public protocol CoordinationSignal: Sendable {
   /// The signal's name.
   var name: LiaisonName { get }
   /// Sets the state and wakes every observer.
-  func post(state: UInt64) async throws
+  func post(state: UInt64) async throws(LiaisonError)
   /// The state, as last set.
-  var state: UInt64 { get async throws }
+  var state: UInt64 { get async throws(LiaisonError) }
   /// How many posts the signal has had in all (0 before any): the ``SignalNotification/sequence``
   /// of the latest post, a starting point no later post can slip past.
-  var sequence: UInt64 { get async throws }
+  var sequence: UInt64 { get async throws(LiaisonError) }
   /// The notifications: after every post, at least one notification that carries a state no
   /// older than that post's; posts close together may be delivered as one.
-  func notifications(ignoringOwnPosts: Bool) async throws -> Notifications
+  func notifications(ignoringOwnPosts: Bool) async throws(LiaisonError) -> Notifications
+}
+
+extension CoordinationSignal {
+  /// Waits for a post later than the one numbered `sequence` (see ``sequence``), at most
+  /// `timeout` (`nil`: as long as it takes), and returns the signal as that post left it; returns
+  /// at once when such a post was already made.
+  ///
+  /// ```swift
+  /// let seen = try await signal.sequence
+  /// startTheWork()
+  /// let done = try await signal.waitForPost(after: seen, timeout: .seconds(5))
+  /// ```
+  ///
+  /// - Throws: ``LiaisonError/Code/timedOut`` when the timeout passes first;
+  ///   ``LiaisonError/Code/cancelled`` when the task is cancelled; as ``notifications(ignoringOwnPosts:)``.
+  public func waitForPost(after sequence: UInt64, timeout: Duration?) async throws(LiaisonError)
+    -> SignalNotification
+  {
+    let notifications = try await notifications(ignoringOwnPosts: false)
+    let name = name
+    let what = "waiting for a post of the signal '\(name)'"
+    return try await withTimeout(timeout, what) { () async throws(LiaisonError) in
+      // Read after subscribing: a post between the two is in both, never in neither.
+      let (state, latest) = (try await self.state, try await self.sequence)
+      if latest > sequence { return SignalNotification(name: name, state: state, sequence: latest) }
+      do {
+        for try await notification in notifications where notification.sequence > sequence {
+          return notification
+        }
+      } catch let error as LiaisonError {
+        throw error
+      } catch {
+        throw LiaisonError.cancelled(what)
+      }
+      throw LiaisonError.cancelled(what)  // the sequence ends only when the task is cancelled
+    }
+  }
+}
+
+/// Runs `body`, and throws ``LiaisonError/Code/timedOut`` (cancelling it) when `timeout` passes
+/// first, or ``LiaisonError/Code/cancelled`` when the task is cancelled; `nil`: no timeout.
+///
+/// - Parameter what: what `body` waits for, as "waiting for …", for the messages.
+package func withTimeout<Result: Sendable>(
+  _ timeout: Duration?, _ what: String, _ body: @escaping @Sendable () async throws(LiaisonError) -> Result
+) async throws(LiaisonError) -> Result {
+  let outcome = await withTaskGroup(of: Swift.Result<Result, LiaisonError>?.self) { group in
+    group.addTask {
+      do throws(LiaisonError) { return .success(try await body()) } catch { return .failure(error) }
+    }
+    if let timeout {
+      group.addTask {
+        do { try await Task.sleep(for: timeout) } catch { return nil }
+        return .failure(LiaisonError(.timedOut, "Gave up after \(timeout) \(what)."))
+      }
+    }
+    let first = await group.next() ?? nil
+    group.cancelAll()
+    return first ?? .failure(.cancelled(what))
+  }
+  if Task.isCancelled, case .failure = outcome { throw LiaisonError.cancelled(what) }
+  return try outcome.get()
 }

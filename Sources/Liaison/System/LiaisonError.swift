@@ -40,6 +40,7 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
       case lost = "lost"
       case unavailable = "unavailable"
       case staleFencingToken = "stale fencing token"
+      case cancelled = "cancelled"
     }
     private let value: Value
     private init(_ value: Value) { self.value = value }
@@ -89,6 +90,9 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
     /// A write guarded by a fencing token was refused: a later holder of the lock has written
     /// with a larger token, so this holder's lock ended before the write.
     public static let staleFencingToken = Code(.staleFencingToken)
+    /// The task was cancelled while the operation waited; nothing was done. Not a loss: a lock or
+    /// claim a cancelled wait was watching is still held.
+    public static let cancelled = Code(.cancelled)
 
     public var description: String { value.rawValue }
   }
@@ -133,6 +137,11 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
 }
 
 extension LiaisonError {
+  /// The error of an operation whose task was cancelled while it waited.
+  package static func cancelled(_ what: String) -> LiaisonError {
+    LiaisonError(.cancelled, "The task was cancelled while \(what); nothing was done.", cause: CancellationError())
+  }
+
   /// A failed system call on a file, with a message that names the file and the call.
   package static func system(_ errno: Errno, _ action: String, path: String) -> LiaisonError {
     let advice: String
