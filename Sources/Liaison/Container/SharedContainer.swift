@@ -34,14 +34,20 @@ public final class SharedContainer: Sendable {
   let signalFolder: PrivateFolder
   let lifecycle: ContainerLifecycle
 
-  /// Opens the container at `directory`, creating the directory (0700) if it does not exist.
+  /// Opens the container at `directory`; creates the directory (0700, with any missing parents)
+  /// only when `createIfMissing` says so.
+  ///
+  /// Opening never creates what it was only asked to read: a mistyped path throws, rather than
+  /// making an empty container in which every presence looks stopped. Liaison's own folder inside
+  /// it, `.liaison`, is made on first use.
   ///
   /// The path itself may contain symbolic links (it is the caller's choice); everything inside
   /// Liaison's private folder is opened without following any.
   ///
-  /// - Throws: ``LiaisonError`` when the directory cannot be created or opened, or when
-  ///   `.liaison` inside it is not a folder of this user's.
-  public init(directory: String) throws(LiaisonError) {
+  /// - Throws: ``LiaisonError/Code/invalidArgument`` when `directory` does not exist (and
+  ///   `createIfMissing` is `false`) or is a file; ``LiaisonError`` when the directory cannot be
+  ///   created or opened, or when `.liaison` inside it is not a folder of this user's.
+  public init(directory: String, createIfMissing: Bool = false) throws(LiaisonError) {
     guard !directory.isEmpty else {
       throw LiaisonError(.invalidArgument, "The container directory is empty; give the path of a folder.")
     }
@@ -49,10 +55,16 @@ public final class SharedContainer: Sendable {
       throw LiaisonError(.invalidArgument, "The container directory contains a NUL byte; give the path of a folder.")
     }
     self.directory = directory
-    try Self.makeDirectories(directory)
+    if createIfMissing { try Self.makeDirectories(directory) }
     let parent = retryOnInterrupt { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
     guard parent >= 0 else {
       let error = currentErrno()
+      if error == .noSuchFileOrDirectory {
+        throw LiaisonError(
+          .invalidArgument,
+          "The container folder '\(directory)' does not exist. Check the path; to create it, open it with "
+            + "`SharedContainer(directory:createIfMissing: true)`.", errno: error, path: directory)
+      }
       if error == .notDirectory {
         throw LiaisonError(
           .invalidArgument, "The container '\(directory)' is a file, not a folder; give the path of a folder.",
@@ -71,7 +83,7 @@ public final class SharedContainer: Sendable {
   /// Opens the default container: the directory named by `LIAISON_CONTAINER` if it is set,
   /// else ``defaultDirectory``.
   public static func standard() throws(LiaisonError) -> SharedContainer {
-    try SharedContainer(directory: standardDirectory)
+    try SharedContainer(directory: standardDirectory, createIfMissing: true)
   }
 
   /// The directory ``standard()`` opens: `$LIAISON_CONTAINER` if set and not empty, else

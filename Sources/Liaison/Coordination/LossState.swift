@@ -70,6 +70,21 @@ extension Locked {
   }
 }
 
+extension Locked {
+  /// Waits until the hold whose ``LossState`` is at `path` ends: returns the loss, or `nil` when
+  /// its holder released it.
+  ///
+  /// - Parameter what: what the caller waits for, as "waiting for …", for the message.
+  /// - Throws: ``LiaisonError/Code/cancelled`` when the task is cancelled while the hold lasts.
+  package func waitForLoss(_ path: WritableKeyPath<Value, LossState> & Sendable, what: String)
+    async throws(LiaisonError) -> LiaisonError?
+  {
+    let loss = await waitForLoss(path)
+    if loss == nil, Task.isCancelled, !withLock({ $0[keyPath: path].ended }) { throw .cancelled(what) }
+    return loss
+  }
+}
+
 extension [CheckedContinuation<LiaisonError?, Never>] {
   package func resumeAll(_ loss: LiaisonError?) {
     for waiter in self { waiter.resume(returning: loss) }

@@ -47,9 +47,11 @@ public final class LockGuard: Sendable {
   public var loss: LiaisonError? { grant.withLock { $0.end.loss } }
 
   /// Waits until the lock is lost, and returns why (see ``loss``); returns `nil` once it is
-  /// unlocked instead, or when the task is cancelled.
-  public func waitForLoss() async -> LiaisonError? {
-    await grant.waitForLoss(\.end)
+  /// unlocked instead.
+  ///
+  /// - Throws: ``LiaisonError/Code/cancelled`` when the task is cancelled first.
+  public func waitForLoss() async throws(LiaisonError) -> LiaisonError? {
+    try await grant.waitForLoss(\.end, what: "waiting for the loss of the lock '\(name)'")
   }
 
   /// Releases the lock. Calling it again does nothing.

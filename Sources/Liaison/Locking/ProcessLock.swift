@@ -127,14 +127,14 @@ public final class ProcessLock: Sendable {
   ///   - timeout: how long to wait at most; `nil` waits as long as it takes.
   /// - Returns: the guard that holds the lock.
   /// - Throws: ``LiaisonError/Code/timedOut`` when the timeout passes first,
-  ///   `CancellationError` when the task is cancelled while waiting,
+  ///   ``LiaisonError/Code/cancelled`` when the task is cancelled while waiting,
   ///   ``LiaisonError/Code/suspended`` when the container is suspended, and ``LiaisonError``
   ///   when the lock file cannot be opened or is unsafe. Whatever is thrown, the lock is not
   ///   held and the wait's thread has ended.
-  public func lock(_ mode: LockMode = .exclusive, timeout: Duration? = nil) async throws -> LockGuard {
+  public func lock(_ mode: LockMode = .exclusive, timeout: Duration? = nil) async throws(LiaisonError) -> LockGuard {
     try Self.check(timeout)
     if let held = try tryLock(mode) { return held }
-    try Task.checkCancellation()
+    if Task.isCancelled { throw .cancelled("waiting for the lock '\(name)'") }
     let fd = try takeDescriptor()
     let wait = InterruptibleWait()
     let deadline = Self.deadline(timeout, for: wait)
@@ -149,35 +149,9 @@ public final class ProcessLock: Sendable {
     wait.join()
     if case .interrupted(.cancelled) = outcome {
       returnDescriptor(fd)
-      throw CancellationError()
+      throw .cancelled("waiting for the lock '\(name)'")
     }
     return try finish(outcome, fd: fd, mode: mode, timeout: timeout)
-  }
-
-  /// Runs `body` holding the lock, blocking the calling thread while it waits (at most `timeout`,
-  /// when given).
-  ///
-  /// The lock is released when `body` returns or throws, and by the kernel if the process dies.
-  /// Throws what ``lock(_:timeout:)-23n95`` throws, or what `body` throws.
-  @available(*, noasync, message: "Use `try await withLock(_:timeout:_:)`, which does not block the cooperative pool.")
-  public func withLock<Result>(
-    _ mode: LockMode = .exclusive, timeout: Duration? = nil, _ body: () throws -> Result
-  ) throws -> Result {
-    let held = try lock(mode, timeout: timeout)
-    defer { held.unlock() }
-    return try body()
-  }
-
-  /// Runs `body` holding the lock, waiting for it without blocking the cooperative pool.
-  ///
-  /// The lock is released when `body` returns or throws, and by the kernel if the process dies.
-  /// Throws what ``lock(_:timeout:)-4wci4`` throws, or what `body` throws.
-  public func withLock<Result>(
-    _ mode: LockMode = .exclusive, timeout: Duration? = nil, _ body: () async throws -> Result
-  ) async throws -> Result {
-    let held = try await lock(mode, timeout: timeout)
-    defer { held.unlock() }
-    return try await body()
   }
 
   /// Refuses a negative timeout.

@@ -39,9 +39,11 @@ public final class PresenceClaim: Sendable {
   public var loss: LiaisonError? { state.withLock { $0.end.loss } }
 
   /// Waits until the claim is lost and returns why (see ``loss``); returns `nil` once it is
-  /// released instead, or when the task is cancelled.
-  public func waitForLoss() async -> LiaisonError? {
-    await state.waitForLoss(\.end)
+  /// released instead.
+  ///
+  /// - Throws: ``LiaisonError/Code/cancelled`` when the task is cancelled first.
+  public func waitForLoss() async throws(LiaisonError) -> LiaisonError? {
+    try await state.waitForLoss(\.end, what: "waiting for the loss of a claim on '\(presence.name)'")
   }
 
   /// Gives the presence up. Calling it again does nothing.

@@ -234,17 +234,17 @@ extension SharedContainer {
   /// processes, waiting for another process's opening (its migration) without blocking a thread
   /// of the cooperative pool.
   ///
-  /// - Throws: what the blocking form throws, and `CancellationError` when the task is cancelled
-  ///   while waiting.
+  /// - Throws: what the blocking form throws, and ``/Liaison/LiaisonError/Code/cancelled`` when the
+  ///   task is cancelled while waiting.
   public func database(
     _ name: String, migrator: DatabaseMigrator, configuration: Configuration = Configuration(),
     timeout: Duration? = nil
-  ) async throws -> SharedDatabase {
+  ) async throws(LiaisonError) -> SharedDatabase {
     let name = try LiaisonName(name)
     let held: LockGuard
     do {
       held = try await SharedDatabase.openingLock(name, in: self).lock(timeout: timeout)
-    } catch let error as LiaisonError where error.code == .timedOut {
+    } catch where error.code == .timedOut {
       throw SharedDatabase.openingTimedOut(name, timeout)
     }
     return try SharedDatabase(

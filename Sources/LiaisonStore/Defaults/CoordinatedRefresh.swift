@@ -24,21 +24,21 @@ extension SharedDefaults {
   ///   - isFresh: whether a stored value can be used as it is.
   ///   - fetch: makes a new value; runs at most once per refresh, in one process.
   /// - Throws: ``/Liaison/LiaisonError/Code/timedOut`` when the timeout passes while another process
-  ///   refreshes; `CancellationError` when the task is cancelled while waiting; what `fetch`
+  ///   refreshes; ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled while waiting; what `fetch`
   ///   throws (nothing is stored then, and the next caller tries again).
   public func refresh<Value>(
     _ key: DefaultsKey<Value>, timeout: Duration? = nil, isFresh: (Value) -> Bool,
     using fetch: () async throws -> Value
   ) async throws -> Value {
     if let current = try get(key), isFresh(current) { return current }
-    return try await refreshLock(for: key).withLock(timeout: timeout) {
-      // Another process may have refreshed while this one waited: its `set` returned before it
-      // released the lock, so this `get` sees it.
-      if let current = try get(key), isFresh(current) { return current }
-      let value = try await fetch()
-      try await set(value, for: key, timeout: timeout)
-      return value
-    }
+    let held = try await refreshLock(for: key).lock(timeout: timeout)
+    defer { held.unlock() }
+    // Another process may have refreshed while this one waited: its `set` returned before it
+    // released the lock, so this `get` sees it.
+    if let current = try get(key), isFresh(current) { return current }
+    let value = try await fetch()
+    try await set(value, for: key, timeout: timeout)
+    return value
   }
 
   /// The lock of refreshes of `key` in this domain. Its name is a hash of the domain and key

@@ -186,9 +186,11 @@ public final class SharedDefaults: Sendable {
   /// Stores `value` for `key`, waiting for other processes' writes without blocking the
   /// cooperative pool. Once this returns, a `get` in any process returns it.
   ///
-  /// - Throws: what the blocking form throws, and `CancellationError` when the task is cancelled
-  ///   while waiting (nothing is written then).
-  public func set<Value>(_ value: Value, for key: DefaultsKey<Value>, timeout: Duration? = nil) async throws {
+  /// - Throws: what the blocking form throws, and ``/Liaison/LiaisonError/Code/cancelled`` when the task
+  ///   is cancelled while waiting (nothing is written then).
+  public func set<Value>(_ value: Value, for key: DefaultsKey<Value>, timeout: Duration? = nil)
+    async throws(LiaisonError)
+  {
     let stored = try StoredValue(value, key: key, domain: domain)
     try await write(timeout: timeout) { db in try stored.save(db, domain: domain, key: key.name) }
   }
@@ -200,7 +202,7 @@ public final class SharedDefaults: Sendable {
   }
 
   /// Removes the value of `key`, if any, waiting without blocking the cooperative pool.
-  public func remove<Value>(_ key: DefaultsKey<Value>, timeout: Duration? = nil) async throws {
+  public func remove<Value>(_ key: DefaultsKey<Value>, timeout: Duration? = nil) async throws(LiaisonError) {
     try await remove(named: key.name, timeout: timeout)
   }
 
@@ -212,7 +214,7 @@ public final class SharedDefaults: Sendable {
 
   /// Removes the value of the key called `name`, whatever its type, waiting without blocking the
   /// cooperative pool.
-  public func remove(named name: LiaisonName, timeout: Duration? = nil) async throws {
+  public func remove(named name: LiaisonName, timeout: Duration? = nil) async throws(LiaisonError) {
     try await write(timeout: timeout) { db in try Self.delete(db, domain: domain, key: name) }
   }
 
@@ -223,7 +225,7 @@ public final class SharedDefaults: Sendable {
   }
 
   /// Removes every value of the domain, waiting without blocking the cooperative pool.
-  public func removeAll(timeout: Duration? = nil) async throws {
+  public func removeAll(timeout: Duration? = nil) async throws(LiaisonError) {
     try await write(timeout: timeout) { db in try Self.deleteAll(db, domain: domain) }
   }
 
@@ -256,10 +258,12 @@ public final class SharedDefaults: Sendable {
 
   /// Replaces the value of `key` with `transform(old)`, atomically across processes, waiting for
   /// other processes' writes without blocking the cooperative pool; `transform` runs once the
-  /// store's lock is held.
+  /// store's lock is held, in the caller's isolation (`isolation`, which is the caller's: on the
+  /// main actor in a view's code).
   @discardableResult
   public func update<Value>(
-    _ key: DefaultsKey<Value>, timeout: Duration? = nil, _ transform: (Value?) throws -> Value?
+    _ key: DefaultsKey<Value>, timeout: Duration? = nil, isolation: isolated (any Actor)? = #isolation,
+    _ transform: (Value?) throws -> Value?
   ) async throws -> Value? {
     try await transaction(timeout: timeout) { transaction in try Self.apply(transform, to: key, in: transaction) }
   }
@@ -337,7 +341,7 @@ public final class SharedDefaults: Sendable {
   }
 
   /// The `async` twin of ``write(timeout:_:)``.
-  func write<T>(timeout: Duration?, _ body: (Database) throws -> T) async throws -> T {
+  func write<T>(timeout: Duration?, _ body: (Database) throws -> T) async throws(LiaisonError) -> T {
     try await store.write(slot: slot, timeout: timeout, ring: ringAfterCommit, body)
   }
 
@@ -394,19 +398,37 @@ public struct DefaultsTransaction {
   let path: String
 
   /// The value of `key` as this transaction sees it.
-  public func get<Value>(_ key: DefaultsKey<Value>) throws -> Value? {
-    try StoredValue.fetch(try open(), domain: domain, key: key.name, path: path)?.decode(key, domain: domain)
+  public func get<Value>(_ key: DefaultsKey<Value>) throws(LiaisonError) -> Value? {
+    let db = try open()
+    return try translating { try StoredValue.fetch(db, domain: domain, key: key.name, path: path) }?
+      .decode(key, domain: domain)
   }
 
   /// Stores `value` for `key` when the transaction commits.
-  public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) throws {
-    try StoredValue(value, key: key, domain: domain).save(try open(), domain: domain, key: key.name)
+  public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) throws(LiaisonError) {
+    let (stored, db) = (try StoredValue(value, key: key, domain: domain), try open())
+    try translating { try stored.save(db, domain: domain, key: key.name) }
   }
 
   /// Removes the value of `key` when the transaction commits.
-  public func remove<Value>(_ key: DefaultsKey<Value>) throws {
-    try open().execute(
-      sql: "DELETE FROM defaults_entry WHERE domain = ? AND key = ?", arguments: [domain.rawValue, key.name.rawValue])
+  public func remove<Value>(_ key: DefaultsKey<Value>) throws(LiaisonError) {
+    let db = try open()
+    try translating {
+      try db.execute(
+        sql: "DELETE FROM defaults_entry WHERE domain = ? AND key = ?",
+        arguments: [domain.rawValue, key.name.rawValue])
+    }
+  }
+
+  /// Runs `body`, turning a database error into a ``/Liaison/LiaisonError`` that names the store.
+  private func translating<T>(_ body: () throws -> T) throws(LiaisonError) -> T {
+    do {
+      return try body()
+    } catch let error as LiaisonError {
+      throw error
+    } catch {
+      throw StoreDatabase.translate(error, path: path)
+    }
   }
 
   /// The database, once checked that the transaction is still open: after some errors (an
@@ -471,7 +493,13 @@ extension SharedContainer {
 
   /// The shared defaults domain called `domain`, waiting for another process's write or
   /// migration of the store without blocking a thread of the cooperative pool.
-  public func defaults(_ domain: String, timeout: Duration? = nil) async throws -> SharedDefaults {
+  public func defaults(_ domain: String) async throws(LiaisonError) -> SharedDefaults {
+    try await defaults(domain, timeout: nil)
+  }
+
+  /// The shared defaults domain called `domain`, waiting at most `timeout` for another process's
+  /// write or migration of the store, without blocking a thread of the cooperative pool.
+  public func defaults(_ domain: String, timeout: Duration?) async throws(LiaisonError) -> SharedDefaults {
     let domain = try LiaisonName(domain)
     let store = try await StoreDatabase.shared(
       self, name: "defaults", migrator: SharedDefaults.migrator, timeout: timeout)
@@ -499,7 +527,7 @@ extension SharedDefaults {
   }
 
   /// Stores JSON text for the key called `name`, waiting without blocking the cooperative pool.
-  public func setJSON(_ json: Data, for name: LiaisonName, timeout: Duration? = nil) async throws {
+  public func setJSON(_ json: Data, for name: LiaisonName, timeout: Duration? = nil) async throws(LiaisonError) {
     let stored = try StoredValue(checkedJSON: json, key: name, domain: domain)
     try await write(timeout: timeout) { db in try stored.save(db, domain: domain, key: name) }
   }
@@ -528,13 +556,10 @@ extension SharedDefaults {
   @available(*, noasync, message: "Use `try await setJSON(_:for:replacing:timeout:)`, which does not block the pool.")
   public func setJSON(
     _ json: Data, for name: LiaisonName, replacing expected: DefaultsRawValue?, timeout: Duration? = nil
-  ) throws -> Bool {
+  ) throws(LiaisonError) -> Bool {
     let stored = try StoredValue(checkedJSON: json, key: name, domain: domain)
-    do {
+    return try Self.comparing {
       try transaction(timeout: timeout) { transaction in try transaction.replace(name, expected, with: stored) }
-      return true
-    } catch is ValueDiffers {
-      return false
     }
   }
 
@@ -542,13 +567,29 @@ extension SharedDefaults {
   /// without blocking the cooperative pool.
   public func setJSON(
     _ json: Data, for name: LiaisonName, replacing expected: DefaultsRawValue?, timeout: Duration? = nil
-  ) async throws -> Bool {
+  ) async throws(LiaisonError) -> Bool {
     let stored = try StoredValue(checkedJSON: json, key: name, domain: domain)
     do {
       try await transaction(timeout: timeout) { transaction in try transaction.replace(name, expected, with: stored) }
       return true
     } catch is ValueDiffers {
       return false
+    } catch {
+      throw error as? LiaisonError ?? StoreDatabase.translate(error, path: store.path)
+    }
+  }
+
+  /// Runs a compare-and-set: `true` once it wrote, `false` when ``ValueDiffers`` rolled it back.
+  private static func comparing(_ body: () throws -> Void) throws(LiaisonError) -> Bool {
+    do {
+      try body()
+      return true
+    } catch is ValueDiffers {
+      return false
+    } catch let error as LiaisonError {
+      throw error
+    } catch {
+      throw LiaisonError(.system, "The compare-and-set failed: \(error)", cause: error)
     }
   }
 }

@@ -43,10 +43,6 @@ public final class Mailbox: Sendable {
   let container: SharedContainer
   let signal: Signal
 
-  /// How long the id of an acknowledged message is remembered, so that a send retried with the
-  /// same id is still recognised: 7 days.
-  public static let acknowledgedIDRetention = OutgoingMessage.acknowledgedIDRetention
-
   /// The sizes a mailbox may reach (see ``/Liaison/MailboxLimits``).
   public typealias Limits = MailboxLimits
 
@@ -81,7 +77,8 @@ public final class Mailbox: Sendable {
   ///     new unique id.
   ///   - timeout: how long to wait at most for another process's write of the store; `nil` waits
   ///     as long as it takes.
-  /// - Returns: the message's id.
+  /// - Returns: the message's id, and whether this send stored it (`false`: a message with this
+  ///   id was already sent).
   /// - Throws: ``/Liaison/LiaisonError/Code/tooLarge`` when the payload or the mailbox would exceed the
   ///   mailbox's ``limits()``; ``/Liaison/LiaisonError/Code/invalidArgument`` for an empty or too long id, or a value
   ///   that cannot be encoded; ``/Liaison/LiaisonError/Code/timedOut`` when another process's write of
@@ -90,32 +87,32 @@ public final class Mailbox: Sendable {
   @discardableResult
   public func send<Payload: Encodable>(
     _ payload: Payload, id: String? = nil, timeout: Duration? = nil
-  ) throws(LiaisonError) -> String {
+  ) throws(LiaisonError) -> MailboxReceipt {
     try commit([OutgoingMessage(payload, id: id, mailbox: name, encoder: JSONEncoder())], timeout: timeout)[0]
   }
 
   /// Stores a message, like the blocking ``send(_:id:timeout:)``, but waits for other
   /// processes' writes of the store without blocking the cooperative pool.
   ///
-  /// - Throws: as the blocking form, and `CancellationError` when the task is cancelled while
-  ///   waiting (nothing is stored then).
+  /// - Throws: as the blocking form, and ``/Liaison/LiaisonError/Code/cancelled`` when the task is
+  ///   cancelled while waiting (nothing is stored then).
   @discardableResult
   public func send<Payload: Encodable>(
     _ payload: Payload, id: String? = nil, timeout: Duration? = nil
-  ) async throws -> String {
+  ) async throws(LiaisonError) -> MailboxReceipt {
     try await commit([OutgoingMessage(payload, id: id, mailbox: name, encoder: JSONEncoder())], timeout: timeout)[0]
   }
 
   /// Stores every payload, in order, in one transaction (all or none), and wakes the receiver
   /// once: the fast way to send many messages. Each gets a new unique id.
   ///
-  /// - Returns: the messages' ids, in order.
+  /// - Returns: the messages' receipts, in order.
   /// - Throws: as ``send(_:id:timeout:)-6b9iq``; nothing is stored then.
   @available(*, noasync, message: "Use `try await sendAll(_:timeout:)`, which does not block the cooperative pool.")
   @discardableResult
   public func sendAll<Payload: Encodable>(
     _ payloads: some Sequence<Payload>, timeout: Duration? = nil
-  ) throws(LiaisonError) -> [String] {
+  ) throws(LiaisonError) -> [MailboxReceipt] {
     let messages = try outgoing(payloads)
     guard !messages.isEmpty else { return [] }
     return try commit(messages, timeout: timeout)
@@ -126,7 +123,7 @@ public final class Mailbox: Sendable {
   @discardableResult
   public func sendAll<Payload: Encodable>(
     _ payloads: some Sequence<Payload>, timeout: Duration? = nil
-  ) async throws -> [String] {
+  ) async throws(LiaisonError) -> [MailboxReceipt] {
     let messages = try outgoing(payloads)
     guard !messages.isEmpty else { return [] }
     return try await commit(messages, timeout: timeout)
@@ -148,14 +145,18 @@ public final class Mailbox: Sendable {
   ///   ``send(_:id:timeout:)-6b9iq`` otherwise.
   @available(*, noasync, message: "Use `try await sendJSON(_:id:timeout:)`, which does not block the cooperative pool.")
   @discardableResult
-  public func sendJSON(_ json: Data, id: String? = nil, timeout: Duration? = nil) throws(LiaisonError) -> String {
+  public func sendJSON(_ json: Data, id: String? = nil, timeout: Duration? = nil) throws(LiaisonError)
+    -> MailboxReceipt
+  {
     try commit([try outgoing(json: json, id: id)], timeout: timeout)[0]
   }
 
   /// Sends JSON text as it is, waiting for other processes' writes without blocking the
   /// cooperative pool.
   @discardableResult
-  public func sendJSON(_ json: Data, id: String? = nil, timeout: Duration? = nil) async throws -> String {
+  public func sendJSON(_ json: Data, id: String? = nil, timeout: Duration? = nil) async throws(LiaisonError)
+    -> MailboxReceipt
+  {
     try await commit([try outgoing(json: json, id: id)], timeout: timeout)[0]
   }
 
@@ -164,22 +165,25 @@ public final class Mailbox: Sendable {
       StoredValue(json: json, what: "The message for mailbox '\(name)'"), id: id, mailbox: name)
   }
 
-  /// Every send: the messages in one transaction, then one ring. Returns their ids.
+  /// Every send: the messages in one transaction, then one ring. Returns their receipts.
   @available(*, noasync)
-  private func commit(_ messages: [OutgoingMessage], timeout: Duration?) throws(LiaisonError) -> [String] {
-    try store.write(timeout: timeout) { db in try insert(messages, db) }
+  private func commit(_ messages: [OutgoingMessage], timeout: Duration?) throws(LiaisonError) -> [MailboxReceipt] {
+    let stored = try store.write(timeout: timeout) { db in try insert(messages, db) }
     ring()
-    return messages.map { $0.id }
+    return zip(messages, stored).map { MailboxReceipt(id: $0.id, isStored: $1) }
   }
 
-  private func commit(_ messages: [OutgoingMessage], timeout: Duration?) async throws -> [String] {
-    try await store.write(timeout: timeout) { db in try insert(messages, db) }
+  private func commit(_ messages: [OutgoingMessage], timeout: Duration?) async throws(LiaisonError)
+    -> [MailboxReceipt]
+  {
+    let stored = try await store.write(timeout: timeout) { db in try insert(messages, db) }
     ring()
-    return messages.map { $0.id }
+    return zip(messages, stored).map { MailboxReceipt(id: $0.id, isStored: $1) }
   }
 
-  /// Stores the messages that are not yet stored, within the limits, in the caller's transaction.
-  private func insert(_ messages: [OutgoingMessage], _ db: Database) throws {
+  /// Stores the messages that are not yet stored, within the limits, in the caller's transaction;
+  /// returns, for each, whether it was stored (`false`: its given id was already sent).
+  private func insert(_ messages: [OutgoingMessage], _ db: Database) throws -> [Bool] {
     let now = Date().timeIntervalSince1970
     var totals = try MailboxTotals.fetch(db, mailbox: name)
     let known = try db.cachedStatement(
@@ -193,8 +197,14 @@ public final class Mailbox: Sendable {
         VALUES (?, ?, ?, ?, ?, ?, ?, ?)
         """)
     let limits = totals.limits
+    var stored: [Bool] = []
+    stored.reserveCapacity(messages.count)
     for message in messages {
-      if message.givenID, try Bool.fetchOne(known, arguments: [name.rawValue, message.id]) != nil { continue }
+      if message.givenID, try Bool.fetchOne(known, arguments: [name.rawValue, message.id]) != nil {
+        stored.append(false)
+        continue
+      }
+      stored.append(true)
       try message.value.checkSize(
         limits.maximumMessageSize, what: "A message for mailbox '\(name)'",
         advice: "Send large data as a file, and its name in the message.")
@@ -214,6 +224,7 @@ public final class Mailbox: Sendable {
       ])
     }
     try totals.save(db, mailbox: name)
+    return stored
   }
 
   /// Wakes the receiver. A failed ring only delays it until its next wake-up; the message is
@@ -242,7 +253,7 @@ public final class Mailbox: Sendable {
 
   /// Sets the mailbox's limits, waiting for other processes' writes of the store without
   /// blocking the cooperative pool.
-  public func setLimits(_ limits: Limits, timeout: Duration? = nil) async throws {
+  public func setLimits(_ limits: Limits, timeout: Duration? = nil) async throws(LiaisonError) {
     try check(limits)
     try await store.write(timeout: timeout) { db in try save(limits, db) }
   }
@@ -315,7 +326,7 @@ public final class Mailbox: Sendable {
   /// Puts quarantined messages back in the queue, waiting for other processes' writes of the
   /// store without blocking the cooperative pool.
   @discardableResult
-  public func requeueQuarantined(ids: [String]? = nil, timeout: Duration? = nil) async throws -> Int {
+  public func requeueQuarantined(ids: [String]? = nil, timeout: Duration? = nil) async throws(LiaisonError) -> Int {
     let wanted = ids.map(Set.init)
     let requeued = try await store.write(timeout: timeout) { db in try requeue(wanted, db) }
     if requeued > 0 { ring() }
@@ -424,11 +435,17 @@ extension SharedContainer {
     return try Mailbox(name: name, sender: sender, container: self)
   }
 
-  /// The mailbox called `name`, waiting for another process's write or migration of the store
-  /// without blocking a thread of the cooperative pool.
+  /// The mailbox called `name`, its messages sent under `sender`, waiting for another process's
+  /// write or migration of the store without blocking a thread of the cooperative pool.
+  public func mailbox(_ name: String, sender: String) async throws(LiaisonError) -> Mailbox {
+    try await mailbox(name, sender: sender, timeout: nil)
+  }
+
+  /// The mailbox called `name`, waiting at most `timeout` for another process's write or
+  /// migration of the store, without blocking a thread of the cooperative pool.
   public func mailbox(
     _ name: String, sender: String = ProcessInfo.processInfo.processName, timeout: Duration? = nil
-  ) async throws -> Mailbox {
+  ) async throws(LiaisonError) -> Mailbox {
     let name = try LiaisonName(name)
     _ = try await StoreDatabase.shared(self, name: Mailbox.storeName, migrator: Mailbox.migrator, timeout: timeout)
     return try Mailbox(name: name, sender: sender, container: self)

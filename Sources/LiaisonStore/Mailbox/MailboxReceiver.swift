@@ -76,19 +76,42 @@ public final class MailboxReceiver: Sendable {
   public func messages<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, batchSize: Int = 64
   ) -> MailboxMessages<Payload> {
-    MailboxMessages(receiver: self, batchSize: max(1, batchSize))
+    let batchSize = max(1, batchSize)
+    let decode = Self.decoding(Payload.self, using: JSONDecoder())
+    // Messages are read from the store `batchSize` at a time; the ones read ahead stay with the
+    // receiver, so that leaving the loop early loses none of them.
+    return MailboxMessages { [self] () async throws(LiaisonError) -> MailboxEnvelope<Payload>? in
+      do {
+        return try await waitForMessages { () throws(LiaisonError) in
+          try deliver(limit: 1, readAhead: batchSize, decode: decode)
+        }.first
+      } catch where error.code == .cancelled {
+        return nil
+      }
+    }
   }
 
-  /// Up to `limit` messages, waiting (without polling) until there is at least one.
+  /// Up to `limit` messages, waiting (without polling) until there is at least one, at most
+  /// `timeout`: `nil` waits as long as it takes; `.zero` returns the messages waiting now, perhaps
+  /// none.
   ///
-  /// - Throws: `CancellationError` when the task is cancelled while waiting; a ``/Liaison/LiaisonError``
-  ///   as ``receiveAvailable(_:limit:)``.
+  /// - Throws: ``/Liaison/LiaisonError/Code/timedOut`` when `timeout` passes with no message;
+  ///   ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled while waiting; a
+  ///   ``/Liaison/LiaisonError`` as ``receiveAvailable(_:limit:)``.
   public func receive<Payload: Decodable & Sendable>(
-    _ type: Payload.Type = Payload.self, limit: Int = 64
-  ) async throws -> [MailboxEnvelope<Payload>] {
+    _ type: Payload.Type = Payload.self, limit: Int = 64, timeout: Duration? = nil
+  ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
     let decode = Self.decoding(Payload.self, using: JSONDecoder())
-    return try await waitForMessages { () throws(LiaisonError) in
-      try deliver(limit: limit, readAhead: limit, decode: decode)
+    if timeout == .zero {
+      let delivery = try deliver(limit: limit, readAhead: limit, decode: decode)
+      try await setAside(delivery.quarantine)
+      return delivery.envelopes
+    }
+    return try await withTimeout(timeout, "waiting for a message in the mailbox '\(mailbox.name)'") {
+      () async throws(LiaisonError) in
+      try await self.waitForMessages { () throws(LiaisonError) in
+        try self.deliver(limit: limit, readAhead: limit, decode: decode)
+      }
     }
   }
 
@@ -125,7 +148,7 @@ public final class MailboxReceiver: Sendable {
   }
 
   /// ``receiveAvailableStored(limit:)``, waiting until there is at least one message.
-  package func receiveStored(limit: Int) async throws -> [MailboxEnvelope<MailboxPayload>] {
+  package func receiveStored(limit: Int) async throws(LiaisonError) -> [MailboxEnvelope<MailboxPayload>] {
     try await waitForMessages { () throws(LiaisonError) in
       try deliver(limit: limit, readAhead: limit) { .success($0.payload) }
     }
@@ -136,16 +159,17 @@ public final class MailboxReceiver: Sendable {
   /// of the store) blocks a thread of the cooperative pool.
   func waitForMessages<Payload>(
     _ look: () throws(LiaisonError) -> Delivery<Payload>
-  ) async throws -> [MailboxEnvelope<Payload>] {
+  ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
     // A send between the look and the wait is remembered by the waiter: the wait returns at once.
     while true {
       let delivery = try look()
       try await setAside(delivery.quarantine)
       if !delivery.envelopes.isEmpty { return delivery.envelopes }
       guard await wakeUps.wait() else {
-        try Task.checkCancellation()
+        let what = "waiting for a message in the mailbox '\(mailbox.name)'"
+        if Task.isCancelled { throw .cancelled(what) }
         try checkHeld()  // closed
-        throw CancellationError()
+        throw .cancelled(what)
       }
     }
   }
@@ -210,7 +234,7 @@ public final class MailboxReceiver: Sendable {
     try mailbox.store.write { db in try quarantine(messages, db) }
   }
 
-  private func setAside(_ messages: [(position: Int64, reason: String)]) async throws {
+  private func setAside(_ messages: [(position: Int64, reason: String)]) async throws(LiaisonError) {
     guard !messages.isEmpty else { return }
     try await mailbox.store.write { db in try quarantine(messages, db) }
   }
@@ -247,7 +271,9 @@ public final class MailboxReceiver: Sendable {
 
   /// Removes a handled message for good, waiting for other processes' writes of the store
   /// without blocking the cooperative pool.
-  public func acknowledge<Payload>(_ envelope: MailboxEnvelope<Payload>, timeout: Duration? = nil) async throws {
+  public func acknowledge<Payload>(_ envelope: MailboxEnvelope<Payload>, timeout: Duration? = nil)
+    async throws(LiaisonError)
+  {
     try await acknowledge([envelope], timeout: timeout)
   }
 
@@ -268,7 +294,9 @@ public final class MailboxReceiver: Sendable {
 
   /// Removes handled messages for good, in one transaction, waiting for other processes' writes
   /// of the store without blocking the cooperative pool.
-  public func acknowledge<Payload>(_ envelopes: [MailboxEnvelope<Payload>], timeout: Duration? = nil) async throws {
+  public func acknowledge<Payload>(_ envelopes: [MailboxEnvelope<Payload>], timeout: Duration? = nil)
+    async throws(LiaisonError)
+  {
     guard let removal = try removal(of: envelopes) else { return }
     try await mailbox.store.write(timeout: timeout, removal)
     forget(envelopes)
@@ -403,7 +431,7 @@ public final class MailboxReceiver: Sendable {
   /// Removes every quarantined message of the mailbox, waiting for other processes' writes of
   /// the store without blocking the cooperative pool.
   @discardableResult
-  public func removeQuarantined(timeout: Duration? = nil) async throws -> Int {
+  public func removeQuarantined(timeout: Duration? = nil) async throws(LiaisonError) -> Int {
     try checkHeld()
     return try await mailbox.store.write(timeout: timeout, removingQuarantined)
   }
@@ -472,44 +500,6 @@ extension Mailbox {
   static func forgetOldAcknowledgedIDs(_ db: Database, now: Double) throws {
     let oldest = now - Double(acknowledgedIDRetention.components.seconds)
     try db.execute(sql: "DELETE FROM mailbox_acknowledged WHERE acknowledged_at < ?", arguments: [oldest])
-  }
-}
-
-/// The messages of a mailbox as they arrive: see ``MailboxReceiver/messages(_:batchSize:)``.
-public struct MailboxMessages<Payload: Decodable & Sendable>: AsyncSequence, Sendable {
-  public typealias Element = MailboxEnvelope<Payload>
-
-  let receiver: MailboxReceiver
-  let batchSize: Int
-
-  public func makeAsyncIterator() -> AsyncIterator {
-    AsyncIterator(receiver: receiver, batchSize: batchSize)
-  }
-
-  public struct AsyncIterator: AsyncIteratorProtocol {
-    let receiver: MailboxReceiver
-    let batchSize: Int
-    let decode: (StoredValue) -> Result<Payload, UndecodableMessage>
-
-    init(receiver: MailboxReceiver, batchSize: Int) {
-      self.receiver = receiver
-      self.batchSize = batchSize
-      decode = MailboxReceiver.decoding(Payload.self, using: JSONDecoder())
-    }
-
-    /// The next message; `nil` when the task is cancelled. Messages are read from the store
-    /// `batchSize` at a time; the ones read ahead stay with the receiver, so that leaving the
-    /// loop early loses none of them.
-    public mutating func next() async throws -> MailboxEnvelope<Payload>? {
-      let (receiver, batchSize, decode) = (receiver, batchSize, decode)
-      do {
-        return try await receiver.waitForMessages { () throws(LiaisonError) in
-          try receiver.deliver(limit: 1, readAhead: batchSize, decode: decode)
-        }.first
-      } catch is CancellationError {
-        return nil
-      }
-    }
   }
 }
 

@@ -67,13 +67,13 @@ final class StoreDatabase: Sendable {
   /// of the cooperative pool.
   static func shared(
     _ container: SharedContainer, name: String, migrator: DatabaseMigrator, timeout: Duration? = nil
-  ) async throws -> StoreDatabase {
+  ) async throws(LiaisonError) -> StoreDatabase {
     let (folder, lock) = try opening(container, name: name)
     if let open = registered(folder, name: name) { return open }
     let held: LockGuard
     do {
       held = try await lock.lock(timeout: timeout)
-    } catch let error as LiaisonError where error.code == .timedOut {
+    } catch where error.code == .timedOut {
       throw openingTimedOut(folder.path(of: name + ".sqlite"), timeout)
     }
     return try register(container, folder: folder, name: name, migrator: migrator, lock: lock, holding: held)
@@ -206,17 +206,17 @@ final class StoreDatabase: Sendable {
   /// for the store's process lock on a thread of its own, never on one of the cooperative pool;
   /// `body` runs once the lock is held (a write of a few microseconds that waits for nobody).
   ///
-  /// - Throws: what the blocking form throws, and `CancellationError` when the task is
-  ///   cancelled while waiting.
+  /// - Throws: what the blocking form throws, and ``/Liaison/LiaisonError/Code/cancelled`` when the
+  ///   task is cancelled while waiting.
   func write<T>(
     slot: Int? = nil, timeout: Duration? = nil, ring: ((_ waiting: Bool) -> Bool)? = nil,
     _ body: (Database) throws -> T
-  ) async throws -> T {
+  ) async throws(LiaisonError) -> T {
     try suspension.check()
     let held: LockGuard
     do {
       held = try await writeLock.lock(timeout: timeout)
-    } catch let error as LiaisonError where error.code == .timedOut {
+    } catch where error.code == .timedOut {
       throw timedOut(timeout)
     }
     return try suspension.access { () throws(LiaisonError) -> T in
