@@ -32,13 +32,13 @@
     func aKilledReceiversMessagesGoToTheNextReceiverWithin100Milliseconds(_ backend: Backend) throws {
       let place = try BackendPlace(backend)
       let logs = TemporaryDirectory()
-      try place.peer().send("place-msend inbox a 20")
+      try place.peer().send(.placeMsend, "inbox", "a", "20")
       let first = try place.peer()
-      #expect(try first.send("place-mreceive inbox \(logs.path)/first 64 noack").hasPrefix("receiving"))
+      #expect(try first.send(.placeMreceive, "inbox", "\(logs.path)/first", "64", "noack").hasPrefix("receiving"))
       try waitUntil("the first receiver has every message") { received("\(logs.path)/first").count == 20 }
       first.kill()
       let next = try place.peer()
-      let answer = try next.send("place-mreceive inbox \(logs.path)/next 64 10000")
+      let answer = try next.send(.placeMreceive, "inbox", "\(logs.path)/next", "64", "10000")
       let askedAt = try timestamp(answer)
       try waitUntil("the next receiver has every message") { received("\(logs.path)/next").count == 20 }
       let messages = received("\(logs.path)/next")
@@ -51,7 +51,7 @@
       let environment = ProcessInfo.processInfo.environment
       let bound = environment["TSAN_OPTIONS"] != nil || environment["ASAN_OPTIONS"] != nil ? 1_000.0 : 100.0
       #expect(elapsed < bound, "the next receiver had the messages \(elapsed) ms after asking")
-      try waitUntil("every message is acknowledged") { try next.send("place-mcount inbox") == "0" }
+      try waitUntil("every message is acknowledged") { try next.send(.placeMcount, "inbox") == "0" }
     }
 
     /// Two processes send at once, one of them twice with the same ids: the receiver gets each
@@ -62,16 +62,16 @@
       let place = try BackendPlace(backend)
       let logs = TemporaryDirectory()
       let receiver = try place.peer()
-      try receiver.send("place-mreceive inbox \(logs.path)/log 16")
+      try receiver.send(.placeMreceive, "inbox", "\(logs.path)/log", "16")
       let (a, b) = (try place.peer(), try place.peer())
-      a.child.write("place-msend inbox a 300")
-      b.child.write("place-msend inbox b 300")
+      a.start(.placeMsend, "inbox", "a", "300")
+      b.start(.placeMsend, "inbox", "b", "300")
       #expect(try a.child.readLine(timeout: 120) == "ok sent")
       #expect(try b.child.readLine(timeout: 120) == "ok sent")
-      #expect(try a.send("place-msend inbox a 300") == "sent")  // the same ids: stores nothing
-      try place.peer().send("place-msend inbox c 250 100")  // sendAll, in batches
+      #expect(try a.send(.placeMsend, "inbox", "a", "300") == "sent")  // the same ids: stores nothing
+      try place.peer().send(.placeMsend, "inbox", "c", "250", "100")  // sendAll, in batches
       try waitUntil("the receiver has every message") { received("\(logs.path)/log").count >= 850 }
-      try waitUntil("every message is acknowledged") { try receiver.send("place-mcount inbox") == "0" }
+      try waitUntil("every message is acknowledged") { try receiver.send(.placeMcount, "inbox") == "0" }
       let messages = received("\(logs.path)/log")
       #expect(errors("\(logs.path)/log").isEmpty, "\(errors("\(logs.path)/log"))")
       #expect(messages.count == 850, "\(messages.count) messages received")
