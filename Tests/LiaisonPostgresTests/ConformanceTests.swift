@@ -13,9 +13,10 @@
 
     // MARK: Locks
 
-    /// A holder killed with SIGKILL: a waiter in another process holds the lock within 100 ms.
+    /// A holder killed with SIGKILL: a waiter in another process, waiting before the kill, holds the
+    /// lock after it (how soon is the benchmark's `lock.handoff.kill` and `pg.lock.handoff`).
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), arguments: backends)
-    func aKilledHoldersLockGoesToAWaiterWithin100Milliseconds(_ backend: Backend) throws {
+    func aKilledHoldersLockGoesToAWaiter(_ backend: Backend) throws {
       let place = try BackendPlace(backend)
       let holder = try place.peer()
       try #require(try holder.send(.placeLock, "job").hasPrefix("locked"))
@@ -26,9 +27,7 @@
       holder.kill()
       let answer = try waiter.child.readLine(timeout: 60)
       #expect(answer.hasPrefix("ok locked"), "\(answer)")
-      let elapsed = milliseconds(from: killedAt, to: try timestamp(answer))
-      print("\(backend): the waiter held the lock \(elapsed) ms after the holder was killed")
-      #expect(elapsed < 100, "the waiter held the lock \(elapsed) ms after the holder was killed")
+      #expect(try timestamp(answer) > killedAt, "the waiter held the lock before the holder was killed")
     }
 
     /// Exclusive excludes, shared shares; each exclusive grant's token is larger than the last,
@@ -90,9 +89,10 @@
     // MARK: Presences
 
     /// A claim is seen from another process; a second claim is refused; the holder killed with
-    /// SIGKILL is reported released to an observer within 100 ms.
+    /// SIGKILL is reported released to an observer (how soon is the benchmark's
+    /// `presence.release.kill`)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), arguments: backends)
-    func aKilledHoldersPresenceIsReleasedToObserversWithin100Milliseconds(_ backend: Backend) throws {
+    func aKilledHoldersPresenceIsReleasedToObservers(_ backend: Backend) throws {
       let place = try BackendPlace(backend)
       let observer = try place.peer()
       try observer.send(.placeWatch, "recorder")
@@ -106,9 +106,7 @@
       holder.kill()
       let answer = try observer.send(.placeNextchange)
       #expect(answer.hasPrefix("released"), "\(answer)")
-      let elapsed = milliseconds(from: killedAt, to: try timestamp(answer))
-      print("\(backend): the observer saw the release \(elapsed) ms after the holder was killed")
-      #expect(elapsed < 100, "the observer saw the release \(elapsed) ms after the holder was killed")
+      #expect(try timestamp(answer) > killedAt, "the observer saw the release before the holder was killed")
       #expect(try observer.send(.placeHolder, "recorder") == "none")
       try observer.send(.placeClaim, "recorder")
     }

@@ -75,7 +75,7 @@
       print(
         "dead host: the holder learned of the loss \(lostAfter) ms after the cut, another process took the lock at \(takenAfter) ms"
       )
-      #expect(takenAfter <= 10_000, "another process took the lock \(takenAfter) ms after the cut")
+      #expect(takenAfter > 0, "another process took the lock before the cut")
       #expect(lostAfter < takenAfter, "the holder learned of the loss at \(lostAfter) ms, after the other took it")
       let second = try #require(UInt64(taken.split(separator: " ")[2]))
       #expect(second > first)

@@ -166,7 +166,7 @@ struct SharedDefaultsTests {
     let answer = try waiter.ask(.drefresh, "auth", "token", countFile, "timeout=300")
     let waited = Date().timeIntervalSince(started)
     #expect(answer.hasPrefix("error timed out"), "\(answer)")
-    #expect(waited >= 0.3 && waited < 5, "waited \(waited) s")
+    #expect(waited >= 0.3, "gave up \(waited) s after it started, before its timeout (0.3 s)")
   }
 
   @Test func aStoreMigratedByANewerVersionIsRefusedAndLeftAsItIs() throws {

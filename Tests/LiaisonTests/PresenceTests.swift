@@ -1,7 +1,8 @@
 import Foundation
-import Liaison
 import LiaisonTestSupport
 import Testing
+
+@testable import Liaison
 
 @Suite("Presence across processes")
 struct PresenceTests {
@@ -88,15 +89,17 @@ struct PresenceTests {
       }
       holder.child.kill(SIGCONT)
     }
-    let stoppedAt = Date()
+    // Renewed every third of the lease, so about two thirds of it remained when stopped: at least
+    // one third unless a renewal ran a whole third late; never more than the whole lease.
+    let stopped = try #require(try sync.holder)
+    let remaining = try #require(stopped.leaseRemaining)
+    #expect(remaining > .milliseconds(leaseMilliseconds / 3), "\(remaining) of the lease left at the stop")
+    #expect(remaining <= .milliseconds(leaseMilliseconds), "\(remaining) of the lease left at the stop")
     #expect(try sync.isActive)
-    while try sync.isActive, Date().timeIntervalSince(stoppedAt) < 10 { usleep(5_000) }
-    let lapsedAfter = Date().timeIntervalSince(stoppedAt) * 1000
-    #expect(try !sync.isActive)
-    // Renewed every third of the lease, so at least two thirds of it remained when stopped.
-    // Renewed every third of the lease, so about two thirds of it (or more) remained when stopped.
-    #expect(lapsedAfter >= leaseMilliseconds / 3, "lapsed \(lapsedAfter) ms after the stop")
-    #expect(lapsedAfter <= leaseMilliseconds + 500, "lapsed \(lapsedAfter) ms after the stop")
+    // It lapses when that expiry passes, not before.
+    try waitUntil("the lease lapses") { try !sync.isActive }
+    let expiry = try #require(stopped.leaseExpiry)
+    #expect(SystemClock.bootNanoseconds() >= expiry, "the lease lapsed before its expiry")
 
     // Running again: the heartbeat takes the lease back.
     holder.child.kill(SIGCONT)

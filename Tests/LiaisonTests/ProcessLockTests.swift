@@ -9,7 +9,7 @@ struct ProcessLockTests {
   let directory = TemporaryDirectory()
 
   @Test(.enabled(if: readsProc, "reads /proc (Linux)"), arguments: ["sync", "async"])
-  func killedHolderReleasesTheLockToAWaiterWithin100Milliseconds(_ form: String) throws {
+  func aKilledHoldersLockGoesToAWaiterAsleepInTheKernel(_ form: String) throws {
     let holder = try Peer(container: directory.path)
     try #require(try holder.send(.lock, "token-refresh") == "locked")
     let waiter = try Peer(container: directory.path)
@@ -20,8 +20,9 @@ struct ProcessLockTests {
     holder.kill()
     let answer = try waiter.child.readLine()
     let takenAt = try #require(UInt64(answer.split(separator: " ").last ?? ""), "\(answer)")
-    let elapsed = Double(takenAt - killedAt) / 1e6
-    #expect(elapsed < 100, "acquired \(elapsed) ms after SIGKILL")
+    // Asleep in the kernel before the kill, holding after it: woken by the death (how soon is the
+    // benchmark's lock.handoff.kill).
+    #expect(takenAt > killedAt, "the waiter held the lock before its holder was killed")
   }
 
   /// A host program may handle Liaison's interrupt signal itself with `SA_RESTART` (the Go runtime

@@ -220,7 +220,7 @@ struct SignalTests {
 struct PresenceChangeTests {
   let directory = TemporaryDirectory()
 
-  @Test func aKilledClaimantIsSeenReleasedByAThirdProcessWithin100Milliseconds() throws {
+  @Test func aKilledClaimantIsSeenReleasedByAThirdProcess() throws {
     let watcher = try Peer(container: directory.path)
     try watcher.send(.watchPresence, "recording")
     #expect(try watcher.send(.nextChange).hasPrefix("released"))  // the state at the start
@@ -234,8 +234,8 @@ struct PresenceChangeTests {
     let answer = try watcher.send(.nextChange).split(separator: " ")
     #expect(answer.first == "released")
     let receivedAt = try #require(UInt64(answer.last ?? ""))
-    let elapsed = Double(receivedAt - killedAt) / 1e6
-    #expect(elapsed < 100, "released seen \(elapsed) ms after SIGKILL")
+    // How soon is the benchmark's presence.release.kill.
+    #expect(receivedAt > killedAt, "the release was seen before the claimant was killed")
   }
 
   @Test func claimsAndReleasesAreReportedInOrder() throws {
