@@ -15,9 +15,9 @@ import LiaisonStore
 /// Row counts a `dbwatch` observed, for `dbnext`.
 private let databaseCounts = Inbox<String>()
 
-let databaseCommands: [PeerCommand] = [
-  PeerCommand(
-    "dbopen",
+let databaseCommands: [PeerCommandHandler] = [
+  PeerCommandHandler(
+    .dbopen,
     """
     NAME VERSION [COUNTFILE [legacy]]   opens the shared database with migrations v1…vVERSION (and \
     one called legacy); each appends its name to COUNTFILE when it runs → ok opened
@@ -46,7 +46,7 @@ let databaseCommands: [PeerCommand] = [
     databases[words[1]] = try container.database(words[1], migrator: migrator)
     return "opened"
   },
-  PeerCommand("dbinsert", "NAME COUNT   COUNT rows, a transaction each → ok done") { words in
+  PeerCommandHandler(.dbinsert, "NAME COUNT   COUNT rows, a transaction each → ok done") { words in
     let pool = databases[words[1]]!.pool
     for index in 0..<Int(words[2])! {
       try pool.write { db in
@@ -55,11 +55,11 @@ let databaseCommands: [PeerCommand] = [
     }
     return "done"
   },
-  PeerCommand("dbcount", "NAME  → ok N") { words in
+  PeerCommandHandler(.dbcount, "NAME  → ok N") { words in
     String(
       try databases[words[1]]!.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM item") ?? 0 })
   },
-  PeerCommand("dbwatch", "NAME   a ValueObservation of the row count → ok watching") { words in
+  PeerCommandHandler(.dbwatch, "NAME   a ValueObservation of the row count → ok watching") { words in
     let observation = ValueObservation.tracking { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM item") ?? 0 }
       .removeDuplicates()
     databaseWatches.append(
@@ -68,10 +68,10 @@ let databaseCommands: [PeerCommand] = [
         onChange: { databaseCounts.put(String($0)) }))
     return "watching"
   },
-  PeerCommand("dbnext", "[MILLISECONDS]   the next row count a dbwatch saw → ok N | ok none") { words in
+  PeerCommandHandler(.dbnext, "[MILLISECONDS]   the next row count a dbwatch saw → ok N | ok none") { words in
     databaseCounts.take(milliseconds: waitMilliseconds(words)) ?? "none"
   },
-  PeerCommand("dbexclusive", "NAME   holds the database in SQLite's exclusive locking mode → ok held") { words in
+  PeerCommandHandler(.dbexclusive, "NAME   holds the database in SQLite's exclusive locking mode → ok held") { words in
     let queue = try DatabaseQueue(path: try container.privateFolder("databases").path(of: words[1] + ".sqlite"))
     try queue.writeWithoutTransaction { db in
       try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE")
@@ -80,8 +80,8 @@ let databaseCommands: [PeerCommand] = [
     exclusiveDatabases[words[1]] = queue
     return "held"
   },
-  PeerCommand(
-    "dbholdwrite", "NAME   opens a write transaction on the database and keeps it open (SQLite's write lock) → ok held"
+  PeerCommandHandler(
+    .dbholdwrite, "NAME   opens a write transaction on the database and keeps it open (SQLite's write lock) → ok held"
   ) { words in
     var configuration = Configuration()
     configuration.allowsUnsafeTransactions = true  // a transaction left open on purpose
@@ -91,8 +91,8 @@ let databaseCommands: [PeerCommand] = [
     exclusiveDatabases[words[1]] = queue
     return "held"
   },
-  PeerCommand(
-    "dbsuspension",
+  PeerCommandHandler(
+    .dbsuspension,
     """
     OTHER   opens a database observing GRDB's suspension in this container and in the container at \
     OTHER, suspends both containers, resumes this one, and writes here and there; resumes OTHER, \
@@ -121,7 +121,7 @@ let databaseCommands: [PeerCommand] = [
     try other.resume()
     return (outcomes + [write(there), write(here)]).joined(separator: " ")
   },
-  PeerCommand("dbrelease", "NAME   closes what dbexclusive or dbholdwrite holds → ok released") { words in
+  PeerCommandHandler(.dbrelease, "NAME   closes what dbexclusive or dbholdwrite holds → ok released") { words in
     exclusiveDatabases[words[1]] = nil
     return "released"
   },

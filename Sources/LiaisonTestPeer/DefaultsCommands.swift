@@ -22,28 +22,28 @@ private let defaultsValues = Inbox<String>()
   return opened
 }
 
-let defaultsCommands: [PeerCommand] = [
-  PeerCommand("dset", "DOMAIN KEY INT  → ok set") { words in
+let defaultsCommands: [PeerCommandHandler] = [
+  PeerCommandHandler(.dset, "DOMAIN KEY INT  → ok set") { words in
     try defaults(words[1]).set(Int(words[3])!, for: DefaultsKey<Int>(validating: words[2]))
     return "set"
   },
-  PeerCommand("dget", "DOMAIN KEY  → ok INT | ok nil") { words in
+  PeerCommandHandler(.dget, "DOMAIN KEY  → ok INT | ok nil") { words in
     try defaults(words[1]).get(DefaultsKey<Int>(validating: words[2])).map(String.init) ?? "nil"
   },
-  PeerCommand("dincrement", "DOMAIN KEY COUNT   COUNT atomic updates +1 → ok done") { words in
+  PeerCommandHandler(.dincrement, "DOMAIN KEY COUNT   COUNT atomic updates +1 → ok done") { words in
     let defaults = try defaults(words[1])
     let key = try DefaultsKey<Int>(validating: words[2])
     for _ in 0..<Int(words[3])! { try defaults.update(key) { ($0 ?? 0) + 1 } }
     return "done"
   },
-  PeerCommand("dread", "DOMAIN KEY COUNT   COUNT reads → ok done") { words in
+  PeerCommandHandler(.dread, "DOMAIN KEY COUNT   COUNT reads → ok done") { words in
     let defaults = try defaults(words[1])
     let key = try DefaultsKey<Int>(validating: words[2])
     for _ in 0..<Int(words[3])! { _ = try defaults.get(key) }
     return "done"
   },
-  PeerCommand(
-    "drefresh",
+  PeerCommandHandler(
+    .drefresh,
     """
     DOMAIN KEY COUNTFILE [hang|timeout=MS]   refresh a String key whose stale value is "stale"; the \
     refresh appends a line to COUNTFILE (with `hang`, it then writes COUNTFILE.started and never \
@@ -78,7 +78,7 @@ let defaultsCommands: [PeerCommand] = [
     }
     return try result.get()
   },
-  PeerCommand("dwatch", "DOMAIN KEY   starts watching a key's changes → ok watching") { words in
+  PeerCommandHandler(.dwatch, "DOMAIN KEY   starts watching a key's changes → ok watching") { words in
     let changes = try defaults(words[1]).changes(of: DefaultsKey<Int>(validating: words[2]))
     watches["defaults." + words[1]] = Task.detached {
       do {
@@ -89,10 +89,10 @@ let defaultsCommands: [PeerCommand] = [
     }
     return "watching"
   },
-  PeerCommand("dnext", "[MILLISECONDS]   the next value a dwatch saw → ok INT | ok nil | ok none") { words in
+  PeerCommandHandler(.dnext, "[MILLISECONDS]   the next value a dwatch saw → ok INT | ok nil | ok none") { words in
     defaultsValues.take(milliseconds: waitMilliseconds(words)) ?? "none"
   },
-  PeerCommand("dbusy", "→ ok N (times SQLite's busy handler ran in this process)") { _ in
+  PeerCommandHandler(.dbusy, "→ ok N (times SQLite's busy handler ran in this process)") { _ in
     String(SharedDefaults.sqliteBusyWaits)
   },
 ]

@@ -14,17 +14,17 @@ import LiaisonTestSupport
 /// The locks this peer holds, by name.
 @MainActor var guards: [String: LockGuard] = [:]
 
-let lockCommands: [PeerCommand] = [
-  PeerCommand("lock", "NAME [shared]   blocking lock → ok locked") { words in
+let lockCommands: [PeerCommandHandler] = [
+  PeerCommandHandler(.lock, "NAME [shared]   blocking lock → ok locked") { words in
     guards[words[1]] = try container.lock(words[1]).lock(mode(words))
     return "locked"
   },
-  PeerCommand("trylock", "NAME [shared]  → ok locked | ok busy") { words in
+  PeerCommandHandler(.trylock, "NAME [shared]  → ok locked | ok busy") { words in
     guard let held = try container.lock(words[1]).tryLock(mode(words)) else { return "busy" }
     guards[words[1]] = held
     return "locked"
   },
-  PeerCommand("trylock-repeatedly", "NAME COUNT   COUNT times: tryLock, unlock → ok BUSY-COUNT busy") { words in
+  PeerCommandHandler(.trylockRepeatedly, "NAME COUNT   COUNT times: tryLock, unlock → ok BUSY-COUNT busy") { words in
     let lock = try container.lock(words[1])
     var busy = 0
     for _ in 0..<Int(words[2])! {
@@ -32,15 +32,16 @@ let lockCommands: [PeerCommand] = [
     }
     return "\(busy) busy"
   },
-  PeerCommand("token", "NAME   the fencing token of the lock held → ok TOKEN") { words in
+  PeerCommandHandler(.token, "NAME   the fencing token of the lock held → ok TOKEN") { words in
     guard let held = guards[words[1]] else { return "not held" }
     return "\(try held.fencingToken())"
   },
-  PeerCommand("unlock", "NAME  → ok unlocked") { words in
+  PeerCommandHandler(.unlock, "NAME  → ok unlocked") { words in
     guards.removeValue(forKey: words[1])?.unlock()
     return "unlocked"
   },
-  PeerCommand("waitlock", "NAME sync|async   blocking or async lock → ok locked MONOTONIC-NS-WHEN-TAKEN") { words in
+  PeerCommandHandler(.waitlock, "NAME sync|async   blocking or async lock → ok locked MONOTONIC-NS-WHEN-TAKEN") {
+    words in
     let lock = try container.lock(words[1])
     let held: LockGuard
     if words[2] == "async" {
@@ -59,8 +60,8 @@ let lockCommands: [PeerCommand] = [
     guards[words[1]] = held
     return "locked \(takenAt)"
   },
-  PeerCommand(
-    "increment",
+  PeerCommandHandler(
+    .increment,
     """
     NAME FILE COUNT LOG   COUNT times: lock, read the number in FILE, write it + 1, unlock; appends \
     "enter exit" (monotonic ns) per hold to LOG → ok done
@@ -81,7 +82,8 @@ let lockCommands: [PeerCommand] = [
     close(fd)
     return "done"
   },
-  PeerCommand("timedlock", "NAME MILLISECONDS   async lock with that timeout → ok locked | ok timedOut") { words in
+  PeerCommandHandler(.timedlock, "NAME MILLISECONDS   async lock with that timeout → ok locked | ok timedOut") {
+    words in
     let lock = try container.lock(words[1])
     let timeout = Duration.milliseconds(Int(words[2])!)
     let outcome = blocking { () -> Result<LockGuard, LiaisonError> in
@@ -101,8 +103,8 @@ let lockCommands: [PeerCommand] = [
       throw error
     }
   },
-  PeerCommand(
-    "residue",
+  PeerCommandHandler(
+    .residue,
     """
     NAME   with NAME held elsewhere: a timed-out async wait and a cancelled one, with this process's \
     descriptor and Liaison thread counts before and after → ok FDS THREADS FDS THREADS timedOut=CODE cancelled=TYPE
@@ -110,8 +112,8 @@ let lockCommands: [PeerCommand] = [
   ) { words in
     residue(try container.lock(words[1]))
   },
-  PeerCommand(
-    "suspended-waits",
+  PeerCommandHandler(
+    .suspendedWaits,
     """
     NAME COUNT   COUNT zero-timeout waits refused on a suspended container, then the CPU time of \
     300 ms of idling → ok suspended=N idle-cpu-ms=MS
@@ -119,8 +121,8 @@ let lockCommands: [PeerCommand] = [
   ) { words in
     suspendedWaits(try container.lock(words[1]), count: Int(words[2])!)
   },
-  PeerCommand(
-    "holdlock",
+  PeerCommandHandler(
+    .holdlock,
     "FOLDER NAME   holds Liaison's own lock NAME in .liaison/FOLDER (store defaults.write); unlock FOLDER/NAME → ok locked"
   ) { words in
     let folder = try container.privateFolder(words[1])

@@ -13,9 +13,9 @@ struct TestMessage: Codable, Sendable {
   let n: Int
 }
 
-let mailboxCommands: [PeerCommand] = [
-  PeerCommand(
-    "msend",
+let mailboxCommands: [PeerCommandHandler] = [
+  PeerCommandHandler(
+    .msend,
     "MAILBOX SENDER COUNT   COUNT sends, one at a time, of {sender, n: 0…COUNT-1} with ids SENDER-n → ok sent"
   ) { words in
     let mailbox = try container.mailbox(words[1], sender: words[2])
@@ -24,15 +24,15 @@ let mailboxCommands: [PeerCommand] = [
     }
     return "sent"
   },
-  PeerCommand("msendid", "MAILBOX ID TEXT   one send of the string TEXT with id ID → ok ID") { words in
+  PeerCommandHandler(.msendid, "MAILBOX ID TEXT   one send of the string TEXT with id ID → ok ID") { words in
     try container.mailbox(words[1]).send(words[3], id: words[2])
   },
-  PeerCommand("msendraw", "MAILBOX TEXT   one send of TEXT's bytes as Data → ok sent") { words in
+  PeerCommandHandler(.msendraw, "MAILBOX TEXT   one send of TEXT's bytes as Data → ok sent") { words in
     try container.mailbox(words[1]).send(Data(words[2].utf8))
     return "sent"
   },
-  PeerCommand(
-    "mreceive",
+  PeerCommandHandler(
+    .mreceive,
     """
     MAILBOX LOG BATCH   becomes the receiver (→ ok receiving), then for ever: waits for up to BATCH \
     messages, appends "SENDER N" per message to LOG in one write, acknowledges them, appends "acked"
@@ -55,14 +55,14 @@ let mailboxCommands: [PeerCommand] = [
       })
     return "receiving"
   },
-  PeerCommand("mreceiver", "MAILBOX   becomes the receiver and stays it → ok receiver") { words in
+  PeerCommandHandler(.mreceiver, "MAILBOX   becomes the receiver and stays it → ok receiver") { words in
     receivers[words[1]] = try container.mailbox(words[1]).receiver()
     return "receiver"
   },
-  PeerCommand("mrequeue", "MAILBOX [ID…]   requeues the quarantined messages (those ids only) → ok N") { words in
+  PeerCommandHandler(.mrequeue, "MAILBOX [ID…]   requeues the quarantined messages (those ids only) → ok N") { words in
     String(try container.mailbox(words[1]).requeueQuarantined(ids: words.count > 2 ? Array(words[2...]) : nil))
   },
-  PeerCommand("mcount", "MAILBOX  → ok N (messages waiting)") { words in
+  PeerCommandHandler(.mcount, "MAILBOX  → ok N (messages waiting)") { words in
     String(try container.mailbox(words[1]).count())
   },
 ]

@@ -57,9 +57,9 @@ func awaiting<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) thr
   }.get()
 }
 
-let placeCommands: [PeerCommand] = [
-  PeerCommand(
-    "place-lock",
+let placeCommands: [PeerCommandHandler] = [
+  PeerCommandHandler(
+    .placeLock,
     "NAME [shared] [TIMEOUT-MS]   waits → ok locked TOKEN MONOTONIC-NS-WHEN-TAKEN (TOKEN 0 when shared)"
   ) { words in
     let lock = try place.lock(words[1])
@@ -71,40 +71,40 @@ let placeCommands: [PeerCommand] = [
     let token = mode == .exclusive ? try awaiting { try await held.fencingToken() } : 0
     return "locked \(token) \(takenAt)"
   },
-  PeerCommand("place-trylock", "NAME [shared]  → ok locked TOKEN | ok busy") { words in
+  PeerCommandHandler(.placeTrylock, "NAME [shared]  → ok locked TOKEN | ok busy") { words in
     let lock = try place.lock(words[1])
     let mode: LockMode = words.contains("shared") ? .shared : .exclusive
     guard let held = try awaiting({ try await lock.tryLock(mode) as (any HeldLock)? }) else { return "busy" }
     placeGuards[words[1]] = held
     return "locked \(mode == .exclusive ? try awaiting { try await held.fencingToken() } : 0)"
   },
-  PeerCommand("place-unlock", "NAME  → ok unlocked") { words in
+  PeerCommandHandler(.placeUnlock, "NAME  → ok unlocked") { words in
     if let held = placeGuards.removeValue(forKey: words[1]) { awaitingUnlock(held) }
     return "unlocked"
   },
-  PeerCommand("place-lost", "NAME   waits until the held lock is lost → ok lost MONOTONIC-NS | ok unlocked") {
+  PeerCommandHandler(.placeLost, "NAME   waits until the held lock is lost → ok lost MONOTONIC-NS | ok unlocked") {
     words in
     guard let held = placeGuards[words[1]] else { return "unlocked" }
     let loss = blocking { await held.waitForLoss() }
     let at = monotonicNanoseconds()
     return loss == nil ? "unlocked" : "lost \(at)"
   },
-  PeerCommand("place-claim", "NAME [INFO…]  → ok claimed") { words in
+  PeerCommandHandler(.placeClaim, "NAME [INFO…]  → ok claimed") { words in
     let presence = try place.presence(words[1])
     let info = words.count > 2 ? words[2...].joined(separator: " ") : nil
     placeClaims[words[1]] = try awaiting { try await presence.claim(info: info) as any HeldClaim }
     return "claimed"
   },
-  PeerCommand("place-release", "NAME  → ok released") { words in
+  PeerCommandHandler(.placeRelease, "NAME  → ok released") { words in
     if let claim = placeClaims.removeValue(forKey: words[1]) { blocking { await claim.release() } }
     return "released"
   },
-  PeerCommand("place-holder", "NAME  → ok none | ok PID INFO") { words in
+  PeerCommandHandler(.placeHolder, "NAME  → ok none | ok PID INFO") { words in
     let presence = try place.presence(words[1])
     guard let holder = try awaiting({ try await presence.holder }) else { return "none" }
     return "\(holder.processID) \(holder.info ?? "")"
   },
-  PeerCommand("place-watch", "NAME   starts collecting the presence's changes → ok watching") { words in
+  PeerCommandHandler(.placeWatch, "NAME   starts collecting the presence's changes → ok watching") { words in
     let presence = try place.presence(words[1])
     let ready = DispatchSemaphore(value: 0)
     placeWatches[words[1]]?.cancel()
@@ -112,7 +112,7 @@ let placeCommands: [PeerCommand] = [
     ready.wait()
     return "watching"
   },
-  PeerCommand("place-nextchange", "[MS]  → ok released MONOTONIC-NS | ok claimed PID MONOTONIC-NS | ok none") {
+  PeerCommandHandler(.placeNextchange, "[MS]  → ok released MONOTONIC-NS | ok claimed PID MONOTONIC-NS | ok none") {
     words in
     guard let (change, at) = placeChanges.take(milliseconds: waitMilliseconds(words)) else { return "none" }
     switch change {
@@ -120,17 +120,19 @@ let placeCommands: [PeerCommand] = [
     case .claimed(let holder): return "claimed \(holder.processID) \(at)"
     }
   },
-  PeerCommand("place-post", "NAME STATE  → ok posted") { words in
+  PeerCommandHandler(.placePost, "NAME STATE  → ok posted") { words in
     let signal = try place.signal(words[1])
     let state = UInt64(words[2])!
     try awaiting { try await signal.post(state: state) }
     return "posted"
   },
-  PeerCommand("place-state", "NAME  → ok STATE") { words in
+  PeerCommandHandler(.placeState, "NAME  → ok STATE") { words in
     let signal = try place.signal(words[1])
     return "\(try awaiting { try await signal.state })"
   },
-  PeerCommand("place-observe", "NAME [own]   collects notifications (ignoring own posts unless 'own') → ok observing") {
+  PeerCommandHandler(
+    .placeObserve, "NAME [own]   collects notifications (ignoring own posts unless 'own') → ok observing"
+  ) {
     words in
     let signal = try place.signal(words[1])
     let ready = DispatchSemaphore(value: 0)
@@ -142,7 +144,7 @@ let placeCommands: [PeerCommand] = [
     ready.wait()
     return "observing"
   },
-  PeerCommand("place-nextnotification", "[MS]  → ok STATE SEQUENCE MONOTONIC-NS | ok none") { words in
+  PeerCommandHandler(.placeNextnotification, "[MS]  → ok STATE SEQUENCE MONOTONIC-NS | ok none") { words in
     guard let (notification, at) = placeNotifications.take(milliseconds: waitMilliseconds(words)) else {
       return "none"
     }

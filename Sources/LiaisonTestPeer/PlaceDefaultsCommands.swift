@@ -133,41 +133,41 @@ private let placeDefaultsNotifications = Inbox<UInt64>()
   return opened
 }
 
-let placeDefaultsCommands: [PeerCommand] = [
-  PeerCommand("place-dset", "DOMAIN KEY INT  → ok set") { words in
+let placeDefaultsCommands: [PeerCommandHandler] = [
+  PeerCommandHandler(.placeDset, "DOMAIN KEY INT  → ok set") { words in
     let (defaults, key, value) = (
       try placeDefaults(words[1]), try DefaultsKey<Int>(validating: words[2]), Int(words[3])!
     )
     try awaiting { try await defaults.set(value, for: key) }
     return "set"
   },
-  PeerCommand("place-dsetstring", "DOMAIN KEY TEXT  → ok set") { words in
+  PeerCommandHandler(.placeDsetstring, "DOMAIN KEY TEXT  → ok set") { words in
     let (defaults, key, value) = (try placeDefaults(words[1]), try DefaultsKey<String>(validating: words[2]), words[3])
     try awaiting { try await defaults.set(value, for: key) }
     return "set"
   },
-  PeerCommand("place-dsetbytes", "DOMAIN KEY COUNT   stores COUNT bytes as Data → ok set") { words in
+  PeerCommandHandler(.placeDsetbytes, "DOMAIN KEY COUNT   stores COUNT bytes as Data → ok set") { words in
     let (defaults, key) = (try placeDefaults(words[1]), try DefaultsKey<Data>(validating: words[2]))
     let value = Data(repeating: 7, count: Int(words[3])!)
     try awaiting { try await defaults.set(value, for: key) }
     return "set"
   },
-  PeerCommand("place-dget", "DOMAIN KEY  → ok INT | ok nil") { words in
+  PeerCommandHandler(.placeDget, "DOMAIN KEY  → ok INT | ok nil") { words in
     let (defaults, key) = (try placeDefaults(words[1]), try DefaultsKey<Int>(validating: words[2]))
     return try awaiting { try await defaults.get(key) }.map(String.init) ?? "nil"
   },
-  PeerCommand("place-dgetstring", "DOMAIN KEY  → ok TEXT | ok nil") { words in
+  PeerCommandHandler(.placeDgetstring, "DOMAIN KEY  → ok TEXT | ok nil") { words in
     let (defaults, key) = (try placeDefaults(words[1]), try DefaultsKey<String>(validating: words[2]))
     return try awaiting { try await defaults.get(key) } ?? "nil"
   },
-  PeerCommand("place-dincrement", "DOMAIN KEY COUNT   COUNT atomic updates +1 → ok done") { words in
+  PeerCommandHandler(.placeDincrement, "DOMAIN KEY COUNT   COUNT atomic updates +1 → ok done") { words in
     let (defaults, key, count) = (
       try placeDefaults(words[1]), try DefaultsKey<Int>(validating: words[2]), Int(words[3])!
     )
     try awaiting { for _ in 0..<count { try await defaults.increment(key) } }
     return "done"
   },
-  PeerCommand("place-dwatch", "DOMAIN KEY   collects the Int key's values (changes(of:)) → ok watching") { words in
+  PeerCommandHandler(.placeDwatch, "DOMAIN KEY   collects the Int key's values (changes(of:)) → ok watching") { words in
     let (defaults, key) = (try placeDefaults(words[1]), try DefaultsKey<Int>(validating: words[2]))
     let values = try awaiting { try await defaults.values(of: key) }
     watches["place-defaults " + words[1] + " " + words[2]] = Task.detached {
@@ -179,10 +179,10 @@ let placeDefaultsCommands: [PeerCommand] = [
     }
     return "watching"
   },
-  PeerCommand("place-dnext", "[MS]   the next value a place-dwatch saw → ok INT | ok nil | ok none") { words in
+  PeerCommandHandler(.placeDnext, "[MS]   the next value a place-dwatch saw → ok INT | ok nil | ok none") { words in
     placeDefaultsValues.take(milliseconds: waitMilliseconds(words)) ?? "none"
   },
-  PeerCommand("place-dobserve", "DOMAIN   collects the domain's change notifications (changes()) → ok observing") {
+  PeerCommandHandler(.placeDobserve, "DOMAIN   collects the domain's change notifications (changes()) → ok observing") {
     words in
     let defaults = try placeDefaults(words[1])
     let notifications = try awaiting { try await defaults.notifications() }
@@ -193,11 +193,11 @@ let placeDefaultsCommands: [PeerCommand] = [
     }
     return "observing"
   },
-  PeerCommand("place-dnextnotification", "[MS]  → ok STATE | ok none") { words in
+  PeerCommandHandler(.placeDnextnotification, "[MS]  → ok STATE | ok none") { words in
     placeDefaultsNotifications.take(milliseconds: waitMilliseconds(words)).map(String.init) ?? "none"
   },
-  PeerCommand(
-    "place-drefresh",
+  PeerCommandHandler(
+    .placeDrefresh,
     """
     DOMAIN KEY COUNTFILE [hang-first|pause-first]   refresh a String key whose stale value is "stale"; \
     each fetch appends "PID" to COUNTFILE; the first fetch (COUNTFILE had no line) then writes \

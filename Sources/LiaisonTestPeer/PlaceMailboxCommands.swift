@@ -59,9 +59,9 @@ private struct PlaceReceiver: Sendable {
   let keep: any Sendable
 }
 
-let placeMailboxCommands: [PeerCommand] = [
-  PeerCommand(
-    "place-msend",
+let placeMailboxCommands: [PeerCommandHandler] = [
+  PeerCommandHandler(
+    .placeMsend,
     "MAILBOX SENDER COUNT [BATCH]   COUNT sends of {sender, n: 0…COUNT-1}: one at a time with ids SENDER-n, or in "
       + "sendAll batches of BATCH → ok sent"
   ) { words in
@@ -79,8 +79,8 @@ let placeMailboxCommands: [PeerCommand] = [
     }
     return "sent"
   },
-  PeerCommand(
-    "place-mreceive",
+  PeerCommandHandler(
+    .placeMreceive,
     """
     MAILBOX LOG BATCH [noack] [WAIT-MS]   becomes the receiver, waiting up to WAIT-MS for another to end \
     (→ ok receiving MONOTONIC-NS-WHEN-ASKED), then for ever: waits for up to BATCH messages, appends \
@@ -112,7 +112,7 @@ let placeMailboxCommands: [PeerCommand] = [
       })
     return "receiving \(askedAt)"
   },
-  PeerCommand("place-mcount", "MAILBOX  → ok N (messages waiting)") { words in
+  PeerCommandHandler(.placeMcount, "MAILBOX  → ok N (messages waiting)") { words in
     let mailbox = try PlaceMailbox(words[1], sender: "counter")
     return String(try awaiting { try await mailbox.count() })
   },

@@ -1,5 +1,6 @@
 // The peer's commands that need SQL on the PostgreSQL place: a counter guarded by fencing tokens,
-// as the documentation tells users to guard their writes. Empty without the trait `Postgres`.
+// as the documentation tells users to guard their writes. Without the trait `Postgres`, they answer
+// that they need it.
 
 import Liaison
 
@@ -30,9 +31,9 @@ import Liaison
     return !rows.isEmpty
   }
 
-  let postgresCommands: [PeerCommand] = [
-    PeerCommand(
-      "pg-fencedincrement",
+  let postgresCommands: [PeerCommandHandler] = [
+    PeerCommandHandler(
+      .pgFencedincrement,
       "LOCK COUNT   COUNT times: lock, add one to liaison_test_counter guarded by the token, unlock → ok APPLIED REFUSED"
     ) { words in
       let postgres = try postgres
@@ -45,10 +46,14 @@ import Liaison
       }
       return "\(applied) \(refused)"
     },
-    PeerCommand("pg-fencedwrite", "TOKEN   one increment guarded by TOKEN → ok applied | ok refused") { words in
+    PeerCommandHandler(.pgFencedwrite, "TOKEN   one increment guarded by TOKEN → ok applied | ok refused") { words in
       try fencedIncrement(try postgres, token: UInt64(words[1])!) ? "applied" : "refused"
     },
   ]
 #else
-  let postgresCommands: [PeerCommand] = []
+  let postgresCommands = [PeerCommand.pgFencedincrement, .pgFencedwrite].map { command in
+    PeerCommandHandler(command, "needs the trait Postgres") { _ in
+      throw LiaisonError(.invalidArgument, "this command needs a peer built with the trait Postgres")
+    }
+  }
 #endif

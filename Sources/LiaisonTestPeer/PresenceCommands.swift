@@ -11,26 +11,26 @@ import LiaisonTestSupport
 /// Presence changes received, with the monotonic ns at which each was received.
 private let presenceChanges = Inbox<(change: PresenceChange, receivedAt: UInt64)>()
 
-let presenceCommands: [PeerCommand] = [
-  PeerCommand("claim", "NAME [INFO…]  → ok claimed") { words in
+let presenceCommands: [PeerCommandHandler] = [
+  PeerCommandHandler(.claim, "NAME [INFO…]  → ok claimed") { words in
     let info = words.count > 2 ? words[2...].joined(separator: " ") : nil
     claims[words[1]] = try container.presence(words[1]).claim(info: info)
     return "claimed"
   },
-  PeerCommand("release", "NAME   ends a claim or a lease → ok released") { words in
+  PeerCommandHandler(.release, "NAME   ends a claim or a lease → ok released") { words in
     claims.removeValue(forKey: words[1])?.release()
     leases.removeValue(forKey: words[1])?.release()
     return "released"
   },
-  PeerCommand("lease", "NAME MILLISECONDS [INFO…]  → ok leased") { words in
+  PeerCommandHandler(.lease, "NAME MILLISECONDS [INFO…]  → ok leased") { words in
     let info = words.count > 3 ? words[3...].joined(separator: " ") : nil
     leases[words[1]] = try container.presence(words[1]).lease(for: .milliseconds(Int(words[2])!), info: info)
     return "leased"
   },
-  PeerCommand("active", "NAME  → ok true | ok false") { words in
+  PeerCommandHandler(.active, "NAME  → ok true | ok false") { words in
     String(try container.presence(words[1]).isActive)
   },
-  PeerCommand("watch-presence", "NAME   starts observing presence changes → ok watching") { words in
+  PeerCommandHandler(.watchPresence, "NAME   starts observing presence changes → ok watching") { words in
     let changes = try container.presence(words[1]).changes()
     // Detached: a task started here would run on the main actor, whose thread waits in readLine.
     watches[words[1]] = Task.detached {
@@ -40,8 +40,8 @@ let presenceCommands: [PeerCommand] = [
     }
     return "watching"
   },
-  PeerCommand(
-    "next-change",
+  PeerCommandHandler(
+    .nextChange,
     """
     [MILLISECONDS]  → ok claimed PID WHEN | ok released WHEN | ok none (WHEN: monotonic ns at which \
     the change was received)
@@ -53,8 +53,8 @@ let presenceCommands: [PeerCommand] = [
     case .released: return "released \(receivedAt)"
     }
   },
-  PeerCommand(
-    "lapse-residue",
+  PeerCommandHandler(
+    .lapseResidue,
     """
     NAME   a presence watch that saw a lease lapse (a one-shot deadline fired), then ended \
     → ok liaison-threads=N

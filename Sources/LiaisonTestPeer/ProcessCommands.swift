@@ -12,24 +12,24 @@ import LiaisonStore
 /// The descriptors `hold-file-lock` holds, by path.
 @MainActor private var heldFiles: [String: CInt] = [:]
 
-let processCommands: [PeerCommand] = [
-  PeerCommand("counts", "→ ok DESCRIPTORS THREADS") { _ in
+let processCommands: [PeerCommandHandler] = [
+  PeerCommandHandler(.counts, "→ ok DESCRIPTORS THREADS") { _ in
     let (descriptors, threads) = counts()
     return "\(descriptors) \(threads)"
   },
-  PeerCommand("threads-named", "NAME  → ok COUNT (threads of this process called NAME)") { words in
+  PeerCommandHandler(.threadsNamed, "NAME  → ok COUNT (threads of this process called NAME)") { words in
     String(threadNames().filter { $0 == words[1] }.count)
   },
-  PeerCommand("suspend", "→ ok suspended") { _ in
+  PeerCommandHandler(.suspend, "→ ok suspended") { _ in
     container.suspend()
     return "suspended"
   },
-  PeerCommand("resume", "→ ok resumed") { _ in
+  PeerCommandHandler(.resume, "→ ok resumed") { _ in
     try container.resume()
     return "resumed"
   },
-  PeerCommand(
-    "hold-file-lock",
+  PeerCommandHandler(
+    .holdFileLock,
     "PATH   takes an exclusive flock on the file PATH (which must exist), as another program may → ok held"
   ) { words in
     let fd = open(words[1], O_RDWR | O_CLOEXEC)
@@ -38,19 +38,20 @@ let processCommands: [PeerCommand] = [
     heldFiles[words[1]] = fd
     return "held"
   },
-  PeerCommand("probe-file-lock", "PATH   whether an exclusive flock on PATH could be taken now → ok free | ok busy") {
+  PeerCommandHandler(.probeFileLock, "PATH   whether an exclusive flock on PATH could be taken now → ok free | ok busy")
+  {
     words in
     let fd = open(words[1], O_RDWR | O_CLOEXEC)
     guard fd >= 0 else { throw PeerFailure("cannot open \(words[1]): errno \(errno)") }
     defer { close(fd) }
     return flock(fd, LOCK_EX | LOCK_NB) == 0 ? "free" : "busy"
   },
-  PeerCommand("release-file-lock", "PATH   ends what hold-file-lock PATH holds → ok released") { words in
+  PeerCommandHandler(.releaseFileLock, "PATH   ends what hold-file-lock PATH holds → ok released") { words in
     if let fd = heldFiles.removeValue(forKey: words[1]) { close(fd) }
     return "released"
   },
-  PeerCommand(
-    "host-handler",
+  PeerCommandHandler(
+    .hostHandler,
     """
     installs a no-op handler with SA_RESTART for the signal Liaison interrupts its waits with, as a \
     host program may (the Go runtime does): send it before any wait → ok installed
@@ -67,8 +68,8 @@ let processCommands: [PeerCommand] = [
     guard sigaction(InterruptSignal.number, &action, nil) == 0 else { return "sigaction failed: errno \(errno)" }
     return "installed"
   },
-  PeerCommand(
-    "die-before-ring", "→ ok armed (the next commit of defaults or of a database SIGKILLs this process before it rings)"
+  PeerCommandHandler(
+    .dieBeforeRing, "→ ok armed (the next commit of defaults or of a database SIGKILLs this process before it rings)"
   ) { _ in
     StoreTestHooks.beforeRing.withLock {
       $0 = {

@@ -7,42 +7,42 @@ import Liaison
 /// Notifications received, oldest first, for `next`.
 private let notifications = Inbox<SignalNotification>()
 
-let signalCommands: [PeerCommand] = [
-  PeerCommand("post", "NAME [STATE]  → ok posted") { words in
+let signalCommands: [PeerCommandHandler] = [
+  PeerCommandHandler(.post, "NAME [STATE]  → ok posted") { words in
     let signal = try container.signal(words[1])
     if words.count > 2 { try signal.post(state: UInt64(words[2])!) } else { try signal.post() }
     return "posted"
   },
-  PeerCommand("burst", "NAME COUNT   posts states 1…COUNT → ok posted") { words in
+  PeerCommandHandler(.burst, "NAME COUNT   posts states 1…COUNT → ok posted") { words in
     let signal = try container.signal(words[1])
     for state in 1...UInt64(words[2])! { try signal.post(state: state) }
     return "posted"
   },
-  PeerCommand("observe", "NAME [ignore-own]   starts observing a signal → ok observing") { words in
+  PeerCommandHandler(.observe, "NAME [ignore-own]   starts observing a signal → ok observing") { words in
     let ignoringOwn = words.count > 2 && words[2] == "ignore-own"
     observations[words[1]] = try container.signal(words[1]).observe(
       on: observerQueue, ignoringOwnPosts: ignoringOwn, notifications.put)
     return "observing"
   },
-  PeerCommand("observe-many", "PREFIX COUNT   observes PREFIX-0…PREFIX-(COUNT-1) → ok observing") { words in
+  PeerCommandHandler(.observeMany, "PREFIX COUNT   observes PREFIX-0…PREFIX-(COUNT-1) → ok observing") { words in
     for index in 0..<Int(words[2])! {
       let name = "\(words[1])-\(index)"
       observations[name] = try container.signal(name).observe(on: observerQueue, notifications.put)
     }
     return "observing"
   },
-  PeerCommand("unobserve", "NAME  → ok unobserved") { words in
+  PeerCommandHandler(.unobserve, "NAME  → ok unobserved") { words in
     observations.removeValue(forKey: words[1])?.cancel()
     return "unobserved"
   },
-  PeerCommand(
-    "next", "[MILLISECONDS]   the next notification received, oldest first → ok NAME STATE SEQUENCE | ok none"
+  PeerCommandHandler(
+    .next, "[MILLISECONDS]   the next notification received, oldest first → ok NAME STATE SEQUENCE | ok none"
   ) { words in
     guard let note = notifications.take(milliseconds: waitMilliseconds(words)) else { return "none" }
     return "\(note.name) \(note.state) \(note.sequence)"
   },
-  PeerCommand(
-    "signal-residue",
+  PeerCommandHandler(
+    .signalResidue,
     """
     NAME   an async sequence and a callback observation started and ended, with descriptor and \
     thread counts, and Liaison's threads left → ok FDS THREADS FDS THREADS liaison-threads=N

@@ -172,6 +172,10 @@ enum PeerRole {
     #endif
     case "lock-holder":
       try LockScenarios.holdAndRelease(container: arguments[0], name: arguments[1], input: input, output: output)
+    case "lock-keeper":
+      try CrashScenarios.keepLock(container: arguments[0], name: arguments[1], input: input, output: output)
+    case "flock-keeper":
+      CrashScenarios.keepFlock(path: arguments[0], input: input, output: output)
     case "seed-holder":
       LockScenarios.seedHoldAndRelease(path: arguments[0], input: input, output: output)
     case "signal-observer":

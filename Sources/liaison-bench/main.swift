@@ -9,7 +9,7 @@
 //   swift run -c release --traits Postgres liaison-bench postgres [--url URL] [--json] [--runs N]
 //     (LiaisonPostgres against postgres-nio and psycopg; PostgresBench.swift)
 //
-// Scenarios: lock.uncontended, lock.handoff, presence.probe, signal.latency, defaults.get,
+// Scenarios: lock.uncontended, lock.handoff, lock.handoff.kill, presence.probe, presence.release.kill, signal.latency, defaults.get,
 // defaults.set, defaults.visibility, database.observation, mailbox.latency, mailbox.throughput,
 // suspend.interrupting,
 // and those that run with another: lock.handoff.async, presence.probe.active,
@@ -61,6 +61,8 @@ if arguments.first == "scale" {
 let families: [(names: [String], run: (SharedContainer) throws -> [ScenarioResult])] = [
   (["lock.uncontended"], { [try LockScenarios.uncontended($0)] }),
   (["lock.handoff", "lock.handoff.async"], LockScenarios.handoff),
+  (["lock.handoff.kill"], { [try CrashScenarios.lockHandoff($0)] }),
+  (["presence.release.kill"], { [try CrashScenarios.presenceRelease($0)] }),
   (["presence.probe", "presence.probe.active"], PresenceScenarios.probe),
   (["signal.latency", "signal.latency.callback", "signal.latency.queue"], SignalScenarios.latency),
   (["defaults.get"], { [try DefaultsScenarios.get($0)] }),

@@ -70,11 +70,11 @@ struct CLITests {
 
   @Test func lockTimesOutWithStatus75WhileAnotherProcessHoldsIt() throws {
     let holder = try Peer(container: directory.path)
-    try holder.send("lock job")
+    try holder.send(.lock, "job")
     let result = try liaison(["lock", "job", "--timeout", "0.1", "--", "sh", "-c", "echo should-not-run"])
     #expect(result.status == 75)
     #expect(result.output.isEmpty)
-    try holder.send("unlock job")
+    try holder.send(.unlock, "job")
     #expect(try liaison(["lock", "job", "--timeout", "5", "--", "true"]).status == 0)
   }
 
@@ -83,7 +83,7 @@ struct CLITests {
     let inactive = try liaison(["presence", "check", "recording"])
     #expect(inactive.status == 1 && inactive.output == "inactive\n")
     let app = try Peer(container: directory.path)
-    try app.send("claim recording episode 7")
+    try app.send(.claim, "recording", "episode", "7")
     let active = try liaison(["presence", "check", "recording"])
     #expect(active.status == 0)
     #expect(active.output.hasPrefix("active: pid \(app.pid) (claim)"))
@@ -110,8 +110,8 @@ struct CLITests {
 
   @Test func statusListsPresencesAndLocks() throws {
     let peer = try Peer(container: directory.path)
-    try peer.send("claim recording")
-    try peer.send("lock token-refresh")
+    try peer.send(.claim, "recording")
+    try peer.send(.lock, "token-refresh")
     let status = try liaison(["status", "--json"])
     #expect(status.status == 0)
     let object = try JSONSerialization.jsonObject(with: Data(status.output.utf8)) as? [String: Any]
@@ -139,7 +139,7 @@ struct CLITests {
     let poster = try Peer(container: directory.path)
     var answer: String?
     while answer == nil {
-      try poster.send("post ring 5")
+      try poster.send(.post, "ring", "5")
       answer = try? waiter.readLine(timeout: 0.2)
     }
     #expect(answer == "5")
@@ -154,11 +154,11 @@ struct CLITests {
     let poster = try Peer(container: directory.path)
     var line: String?
     while line == nil {
-      try poster.send("post a 3")
+      try poster.send(.post, "a", "3")
       line = try? observer.readLine(timeout: 0.2)
     }
     #expect(line?.contains("\"name\":\"a\"") == true && line?.contains("\"state\":3") == true)
-    try poster.send("post b 4")
+    try poster.send(.post, "b", "4")
     let next = try observer.readLine()
     #expect(next.contains("\"name\":\"b\"") && next.contains("\"state\":4"))
   }
@@ -201,8 +201,8 @@ struct CLITests {
 
   @Test func statusShowsSharedDatabasesWithTheirSchema() throws {
     let peer = try Peer(container: directory.path)
-    try peer.send("dbopen notes 2")
-    try peer.send("dbinsert notes 3")
+    try peer.send(.dbopen, "notes", "2")
+    try peer.send(.dbinsert, "notes", "3")
     let status = try liaison(["status", "--json"])
     #expect(status.status == 0)
     #expect(status.output.contains("\"migrations\":2,\"name\":\"notes\",\"schemaVersion\":\"v2\""), "\(status.output)")
@@ -227,8 +227,8 @@ struct CLITests {
     #expect(try liaison(["send", "inbox", "hello", "--id", "m1"]).status == 0)
     #expect(try liaison(["send", "inbox", "world", "--id", "m2"]).status == 0)
     let old = try Peer(container: directory.path)  // reads only {sender, n}: quarantines both
-    try old.send("mreceive inbox \(directory.path)/log 8")
-    try waitUntil("both are quarantined") { try old.send("mcount inbox") == "0" }
+    try old.send(.mreceive, "inbox", "\(directory.path)/log", "8")
+    try waitUntil("both are quarantined") { try old.send(.mcount, "inbox") == "0" }
     old.kill()
     #expect(try liaison(["receive", "inbox"]).output.isEmpty)
     #expect(try liaison(["requeue", "inbox", "--id", "m2"]).output == "1\n")

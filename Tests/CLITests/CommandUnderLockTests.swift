@@ -124,13 +124,11 @@ struct CommandUnderLockTests {
 
   @Test(.enabled(if: isLinux, "runs GNU timeout (coreutils), which stock macOS lacks"))
   func timeoutEndsTheCommandAndTheLockWithIt() throws {
-    let started = monotonicNanoseconds()
     let job = try ChildProcess(
       "timeout", ["1", liaisonPath, "lock", "db", "--", "sh", "-c", "echo $$; exec sleep 30"],
       environment: ["LIAISON_CONTAINER": directory.path])
     let commandPID = try #require(pid_t(try job.readLine()))
-    #expect(job.wait() == .exited(124))
-    #expect(monotonicNanoseconds() - started < 2_000_000_000)
+    #expect(job.wait() == .exited(124))  // ended by timeout, not by the command's end
     #expect(!ProcessTable.isRunning(commandPID))
     #expect(try !lockIsHeld())
   }

@@ -34,9 +34,9 @@ struct InspectionTests {
   /// process tries the lock without waiting thousands of times, and every try gets it.
   @Test(.enabled(if: readsProc, "the lock table is Linux's")) func lookingNeverMakesATryFail() throws {
     let peer = try Peer(container: directory.path)
-    #expect(try peer.send("trylock-repeatedly job 1") == "0 busy")
+    #expect(try peer.send(.trylockRepeatedly, "job", "1") == "0 busy")
     let claimant = try Peer(container: directory.path)
-    try claimant.send("claim recording")
+    try claimant.send(.claim, "recording")
     let looker = try ChildProcess(
       "/bin/sh",
       [
@@ -47,7 +47,7 @@ struct InspectionTests {
     var busy = 0
     var tries = 0
     while !looker.hasExited {
-      let answer = try peer.send("trylock-repeatedly job 2000")
+      let answer = try peer.send(.trylockRepeatedly, "job", "2000")
       busy += try #require(Int(answer.split(separator: " ")[0]))
       tries += 2000
     }
@@ -64,7 +64,7 @@ struct InspectionTests {
       #expect(FileManager.default.createFile(atPath: folder + String(format: "p%05d", index), contents: nil))
     }
     let claimant = try Peer(container: directory.path)
-    try claimant.send("claim p09999")
+    try claimant.send(.claim, "p09999")
     let list = try liaisonUnderDefaultDescriptorLimit(["presence", "list"]).finish()
     #expect(list.termination == .exited(0), "\(list.errors)")
     let lines = list.output.split(separator: "\n")

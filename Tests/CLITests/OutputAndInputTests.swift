@@ -85,7 +85,7 @@ struct OutputAndInputTests {
   @Test(arguments: Sink.allCases)
   func aBusyLockExits75WhateverStandardErrorIs(_ sink: Sink) throws {
     let holder = try Peer(container: directory.path)
-    try holder.send("lock job")
+    try holder.send(.lock, "job")
     let result = try liaison(["lock", "job", "--timeout", "0.1", "--", "true"], errors: sink)
     #expect(result.status == 75, "standard error \(sink)")
   }

@@ -99,8 +99,8 @@ struct ShellFormTests {
   @Test func storeWritesGiveUpOnAStoppedWriterAtTheirTimeout() throws {
     #expect(try shell("$LIAISON defaults write app mode light && $LIAISON send inbox first").status == 0)
     let writer = try Peer(container: directory.path)
-    try writer.send("holdlock store defaults.write")
-    try writer.send("holdlock store mailboxes.write")
+    try writer.send(.holdlock, "store", "defaults.write")
+    try writer.send(.holdlock, "store", "mailboxes.write")
     writer.child.kill(SIGSTOP)
     defer { writer.kill() }
     for command in ["defaults write app mode dark", "defaults delete app mode", "send inbox hello"] {

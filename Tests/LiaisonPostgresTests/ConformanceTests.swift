@@ -13,22 +13,21 @@
 
     // MARK: Locks
 
-    /// A holder killed with SIGKILL: a waiter in another process holds the lock within 100 ms.
+    /// A holder killed with SIGKILL: a waiter in another process, waiting before the kill, holds the
+    /// lock after it (how soon is the benchmark's `lock.handoff.kill` and `pg.lock.handoff`).
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), arguments: backends)
-    func aKilledHoldersLockGoesToAWaiterWithin100Milliseconds(_ backend: Backend) throws {
+    func aKilledHoldersLockGoesToAWaiter(_ backend: Backend) throws {
       let place = try BackendPlace(backend)
       let holder = try place.peer()
-      try #require(try holder.send("place-lock job").hasPrefix("locked"))
+      try #require(try holder.send(.placeLock, "job").hasPrefix("locked"))
       let waiter = try place.peer()
-      waiter.child.write("place-lock job")
+      waiter.start(.placeLock, "job")
       try waitUntil("the waiter waits for the lock") { try place.waits(waiter.pid, for: "job") }
       let killedAt = monotonicNanoseconds()
       holder.kill()
       let answer = try waiter.child.readLine(timeout: 60)
       #expect(answer.hasPrefix("ok locked"), "\(answer)")
-      let elapsed = milliseconds(from: killedAt, to: try timestamp(answer))
-      print("\(backend): the waiter held the lock \(elapsed) ms after the holder was killed")
-      #expect(elapsed < 100, "the waiter held the lock \(elapsed) ms after the holder was killed")
+      #expect(try timestamp(answer) > killedAt, "the waiter held the lock before the holder was killed")
     }
 
     /// Exclusive excludes, shared shares; each exclusive grant's token is larger than the last,
@@ -44,23 +43,23 @@
       let peer = try place.peer()
       var tokens: [UInt64] = []
       for _ in 0..<3 {
-        let answer = try peer.send("place-lock job").split(separator: " ")
+        let answer = try peer.send(.placeLock, "job").split(separator: " ")
         tokens.append(try #require(UInt64(answer[1])))
         #expect(try await lock.tryLock(.exclusive) == nil)
         #expect(try await lock.tryLock(.shared) == nil)
-        try peer.send("place-unlock job")
+        try peer.send(.placeUnlock, "job")
         let held = try #require(try await lock.tryLock(.exclusive))
         tokens.append(try await held.fencingToken())
         await held.unlock()
       }
       #expect(tokens == tokens.sorted() && Set(tokens).count == tokens.count, "tokens \(tokens)")
       let shared = try #require(try await lock.tryLock(.shared))
-      #expect(try peer.send("place-trylock job shared").hasPrefix("locked"))
-      #expect(try peer.send("place-trylock other").hasPrefix("locked"))
+      #expect(try peer.send(.placeTrylock, "job", "shared").hasPrefix("locked"))
+      #expect(try peer.send(.placeTrylock, "other").hasPrefix("locked"))
       #expect(try await lock.tryLock(.exclusive) == nil)
       await #expect(throws: LiaisonError.self) { try await shared.fencingToken() }
       await shared.unlock()
-      try peer.send("place-unlock job")
+      try peer.send(.placeUnlock, "job")
       #expect(try await lock.tryLock(.exclusive) != nil)
     }
 
@@ -74,7 +73,7 @@
     private func checkWaits(_ opened: some CoordinationPlace, _ place: BackendPlace) async throws {
       let lock = try opened.lock("job")
       let peer = try place.peer()
-      try #require(try peer.send("place-lock job").hasPrefix("locked"))
+      try #require(try peer.send(.placeLock, "job").hasPrefix("locked"))
       let error = await #expect(throws: LiaisonError.self) {
         try await lock.lock(.exclusive, timeout: .milliseconds(100))
       }
@@ -82,7 +81,7 @@
       let waiting = Task { try await lock.lock(.exclusive, timeout: nil) }
       waiting.cancel()
       await #expect(throws: CancellationError.self) { try await waiting.value }
-      try peer.send("place-unlock job")
+      try peer.send(.placeUnlock, "job")
       let held = try await lock.lock(.exclusive, timeout: .seconds(60))
       #expect(held.isHeld)
     }
@@ -90,27 +89,26 @@
     // MARK: Presences
 
     /// A claim is seen from another process; a second claim is refused; the holder killed with
-    /// SIGKILL is reported released to an observer within 100 ms.
+    /// SIGKILL is reported released to an observer (how soon is the benchmark's
+    /// `presence.release.kill`)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), arguments: backends)
-    func aKilledHoldersPresenceIsReleasedToObserversWithin100Milliseconds(_ backend: Backend) throws {
+    func aKilledHoldersPresenceIsReleasedToObservers(_ backend: Backend) throws {
       let place = try BackendPlace(backend)
       let observer = try place.peer()
-      try observer.send("place-watch recorder")
-      #expect(try observer.send("place-nextchange").hasPrefix("released"))
+      try observer.send(.placeWatch, "recorder")
+      #expect(try observer.send(.placeNextchange).hasPrefix("released"))
       let holder = try place.peer()
-      try holder.send("place-claim recorder episode 7")
-      #expect(try observer.send("place-nextchange").hasPrefix("claimed \(holder.pid) "))
-      #expect(try observer.send("place-holder recorder") == "\(holder.pid) episode 7")
-      #expect(try observer.ask("place-claim recorder").contains("already claimed"))
+      try holder.send(.placeClaim, "recorder", "episode", "7")
+      #expect(try observer.send(.placeNextchange).hasPrefix("claimed \(holder.pid) "))
+      #expect(try observer.send(.placeHolder, "recorder") == "\(holder.pid) episode 7")
+      #expect(try observer.ask(.placeClaim, "recorder").contains("already claimed"))
       let killedAt = monotonicNanoseconds()
       holder.kill()
-      let answer = try observer.send("place-nextchange")
+      let answer = try observer.send(.placeNextchange)
       #expect(answer.hasPrefix("released"), "\(answer)")
-      let elapsed = milliseconds(from: killedAt, to: try timestamp(answer))
-      print("\(backend): the observer saw the release \(elapsed) ms after the holder was killed")
-      #expect(elapsed < 100, "the observer saw the release \(elapsed) ms after the holder was killed")
-      #expect(try observer.send("place-holder recorder") == "none")
-      try observer.send("place-claim recorder")
+      #expect(try timestamp(answer) > killedAt, "the observer saw the release before the holder was killed")
+      #expect(try observer.send(.placeHolder, "recorder") == "none")
+      try observer.send(.placeClaim, "recorder")
     }
 
     // MARK: Signals
@@ -122,20 +120,20 @@
     func postsReachObserversInOtherProcesses(_ backend: Backend) throws {
       let place = try BackendPlace(backend)
       let observer = try place.peer()
-      try observer.send("place-observe changed")
+      try observer.send(.placeObserve, "changed")
       let poster = try place.peer()
-      try poster.send("place-post changed 7")
-      #expect(try observer.send("place-nextnotification").hasPrefix("7 "))
-      for state in 1...50 { try poster.send("place-post changed \(state)") }
+      try poster.send(.placePost, "changed", "7")
+      #expect(try observer.send(.placeNextnotification).hasPrefix("7 "))
+      for state in 1...50 { try poster.send(.placePost, "changed", state) }
       var last = ""
       while !last.hasPrefix("50 ") {
-        last = try observer.send("place-nextnotification")
+        last = try observer.send(.placeNextnotification)
         try #require(last != "none", "the burst's last state never arrived")
       }
-      #expect(try observer.send("place-state changed") == "50")
-      try observer.send("place-post changed 99")  // its own: ignored
-      try poster.send("place-post changed 100")
-      #expect(try observer.send("place-nextnotification").hasPrefix("100 "))
+      #expect(try observer.send(.placeState, "changed") == "50")
+      try observer.send(.placePost, "changed", "99")  // its own: ignored
+      try poster.send(.placePost, "changed", "100")
+      #expect(try observer.send(.placeNextnotification).hasPrefix("100 "))
     }
   }
 #endif

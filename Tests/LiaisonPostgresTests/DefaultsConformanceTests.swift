@@ -20,23 +20,23 @@
       let place = try BackendPlace(backend)
       let reader = try place.peer()
       let writer = try place.peer()
-      try writer.send("place-dset settings n 0")
-      try reader.send("place-dobserve settings")
-      #expect(try reader.send("place-dget settings n") == "0")
+      try writer.send(.placeDset, "settings", "n", "0")
+      try reader.send(.placeDobserve, "settings")
+      #expect(try reader.send(.placeDget, "settings", "n") == "0")
       var seen: UInt64 = 0
       for round in 1...30 {
-        #expect(try reader.send("place-dget settings n") == "\(round - 1)")  // cached now
-        try writer.send("place-dset settings n \(round)")
+        #expect(try reader.send(.placeDget, "settings", "n") == "\(round - 1)")  // cached now
+        try writer.send(.placeDset, "settings", "n", round)
         // The first notification newer than the last one seen is this round's write.
         while true {
-          let answer = try reader.send("place-dnextnotification")
+          let answer = try reader.send(.placeDnextnotification)
           let state = try #require(UInt64(answer), "no notification after round \(round)'s set: \(answer)")
           if state > seen {
             seen = state
             break
           }
         }
-        #expect(try reader.send("place-dget settings n") == "\(round)", "round \(round)")
+        #expect(try reader.send(.placeDget, "settings", "n") == "\(round)", "round \(round)")
       }
     }
 
@@ -45,12 +45,12 @@
     func fourProcessesIncrementingOneKeyCountExactly(_ backend: Backend) throws {
       let place = try BackendPlace(backend)
       let peers = try (0..<4).map { _ in try place.peer() }
-      for peer in peers { peer.child.write("place-dincrement counters launches 100") }
+      for peer in peers { peer.start(.placeDincrement, "counters", "launches", "100") }
       for peer in peers {
         let answer = try peer.child.readLine(timeout: 300)
         #expect(answer == "ok done", "\(answer)")
       }
-      #expect(try peers[0].send("place-dget counters launches") == "400")
+      #expect(try peers[0].send(.placeDget, "counters", "launches") == "400")
     }
 
     /// `changes(of:)` in one process: the value now, then each value another process sets, the
@@ -59,15 +59,15 @@
     func changesOfAKeyReachAnObserverInAnotherProcess(_ backend: Backend) throws {
       let place = try BackendPlace(backend)
       let observer = try place.peer()
-      try observer.send("place-dwatch settings volume")
-      #expect(try observer.send("place-dnext") == "nil")
+      try observer.send(.placeDwatch, "settings", "volume")
+      #expect(try observer.send(.placeDnext) == "nil")
       let writer = try place.peer()
-      try writer.send("place-dset settings volume 1")
-      #expect(try observer.send("place-dnext") == "1")
-      for volume in 2...20 { try writer.send("place-dset settings volume \(volume)") }
+      try writer.send(.placeDset, "settings", "volume", "1")
+      #expect(try observer.send(.placeDnext) == "1")
+      for volume in 2...20 { try writer.send(.placeDset, "settings", "volume", volume) }
       var last = ""
       while last != "20" {
-        last = try observer.send("place-dnext")
+        last = try observer.send(.placeDnext)
         try #require(last != "none", "the burst's last value never arrived")
       }
     }
@@ -78,14 +78,14 @@
     func mismatchedTypesOversizedValuesAndBadNamesAreRefused(_ backend: Backend) throws {
       let place = try BackendPlace(backend)
       let peer = try place.peer()
-      try peer.send("place-dsetstring settings theme dark")
-      #expect(try peer.send("place-dgetstring settings theme") == "dark")
-      #expect(try peer.ask("place-dget settings theme").hasPrefix("error type mismatch:"))
-      #expect(try peer.ask("place-dsetbytes settings blob \((1 << 20) + 1)").hasPrefix("error too large:"))
-      try peer.send("place-dsetbytes settings blob \(1 << 20)")
-      #expect(try peer.ask("place-dget settings bad/name").hasPrefix("error invalid name:"))
+      try peer.send(.placeDsetstring, "settings", "theme", "dark")
+      #expect(try peer.send(.placeDgetstring, "settings", "theme") == "dark")
+      #expect(try peer.ask(.placeDget, "settings", "theme").hasPrefix("error type mismatch:"))
+      #expect(try peer.ask(.placeDsetbytes, "settings", "blob", (1 << 20) + 1).hasPrefix("error too large:"))
+      try peer.send(.placeDsetbytes, "settings", "blob", 1 << 20)
+      #expect(try peer.ask(.placeDget, "settings", "bad/name").hasPrefix("error invalid name:"))
       let other = try place.peer()
-      #expect(try other.ask("place-dget settings theme").hasPrefix("error type mismatch:"))
+      #expect(try other.ask(.placeDget, "settings", "theme").hasPrefix("error type mismatch:"))
     }
 
     /// Three processes find a token stale at once; the first to refresh is killed (SIGKILL) in the
@@ -98,8 +98,8 @@
       let folder = TemporaryDirectory()
       let countFile = folder.path + "/refreshes"
       let peers = try (0..<3).map { _ in try place.peer() }
-      try peers[0].send("place-dsetstring auth token stale")
-      for peer in peers { peer.child.write("place-drefresh auth token \(countFile) hang-first") }
+      try peers[0].send(.placeDsetstring, "auth", "token", "stale")
+      for peer in peers { peer.start(.placeDrefresh, "auth", "token", countFile, "hang-first") }
       try waitUntil("the first refresh has started") { FileManager.default.fileExists(atPath: countFile + ".started") }
       let first = try #require(Int32(try fetches(countFile).first ?? ""))
       let refresher = try #require(peers.first { $0.pid == first }, "the first refresher \(first) is not a peer")
@@ -114,7 +114,7 @@
       #expect(second != "\(first)")
       for answer in answers { #expect(answer == "ok fresh-from-\(second)") }
       let late = try place.peer()
-      #expect(try late.send("place-drefresh auth token \(countFile)") == "fresh-from-\(second)")
+      #expect(try late.send(.placeDrefresh, "auth", "token", countFile) == "fresh-from-\(second)")
       #expect(try fetches(countFile).count == 2)
     }
 

@@ -101,9 +101,9 @@ struct HostileStoreFileTests {
   /// shared database `journal` with 3 rows (each in a transaction of its own).
   func makeFiles() throws {
     let maker = try Peer(container: directory.path)
-    try maker.send("dset settings theme 7")
-    try maker.send("dbopen journal 1")
-    try maker.send("dbinsert journal 3")
+    try maker.send(.dset, "settings", "theme", "7")
+    try maker.send(.dbopen, "journal", "1")
+    try maker.send(.dbinsert, "journal", "3")
     maker.kill()
   }
 
@@ -183,10 +183,10 @@ struct HostileStoreFileTests {
   @Test(arguments: SQLiteDatabase.allCases)
   func aTornLogKeepsTheCommitsBeforeTheTear(_ database: SQLiteDatabase) throws {
     let maker = try Peer(container: directory.path)
-    try maker.send("dset settings theme 7")
-    try maker.send("dset settings theme 8")
-    try maker.send("dbopen journal 1")
-    try maker.send("dbinsert journal 4")
+    try maker.send(.dset, "settings", "theme", "7")
+    try maker.send(.dset, "settings", "theme", "8")
+    try maker.send(.dbopen, "journal", "1")
+    try maker.send(.dbinsert, "journal", "4")
     maker.kill()
     let log = database.log.path(in: directory.path)
     try truncateFile(log, to: try fileBytes(log).count - 100)
@@ -224,8 +224,8 @@ struct HostileStoreFileTests {
     try defaults.set(8, for: theme)
     #expect(try defaults.get(theme) == 8)
     let other = try Peer(container: directory.path)
-    #expect(try other.send("dget settings theme") == "8")
-    try other.send("dset settings theme 9")
+    #expect(try other.send(.dget, "settings", "theme") == "8")
+    try other.send(.dset, "settings", "theme", "9")
     #expect(try defaults.get(theme) == 9)
     #expect(try fileBytes(counters).count == 4096)
   }
@@ -240,9 +240,9 @@ struct HostileStoreFileTests {
     // Under a sanitizer, the victim's report of its SIGBUS is expected: it goes to the victim's
     // standard error, not to the folder where CI collects reports (any report there fails CI).
     let victim = try Peer(container: directory.path, environment: ["TSAN_OPTIONS": "", "ASAN_OPTIONS": ""])
-    try victim.send("dset settings theme 7")
+    try victim.send(.dset, "settings", "theme", "7")
     try truncateFile(file.path(in: directory.path), to: 0)
-    victim.child.write("dset settings theme 8")
+    victim.start(.dset, "settings", "theme", "8")
     #expect(throws: PeerError.self) { try victim.child.readLine(timeout: 30) }
     let ending = victim.child.wait()
     if runsUnderASanitizer() {
@@ -428,7 +428,8 @@ struct HostileStoreFileTests {
     try setPermissions(path, 0o500)
     let peer = try UnprivilegedPeer(container: directory.path)
     #expect(peer.greeting.hasPrefix("ready"))
-    let answer = try peer.ask(name.hasPrefix("store") ? "dset settings theme 1" : "dbopen journal 1")
+    let answer =
+      name.hasPrefix("store") ? try peer.ask(.dset, "settings", "theme", "1") : try peer.ask(.dbopen, "journal", "1")
     #expect(answer.hasPrefix("error system error: "), "\(answer)")
     #expect(answer.contains("'\(path)/"), "\(answer)")  // the file that could not be made
     #expect(answer.contains("permissions") || answer.contains("Check that this process may"), "\(answer)")

@@ -15,38 +15,38 @@ struct LostWakeUpTests {
   let directory = TemporaryDirectory()
 
   /// Has `writer` run `command`, which commits, and die (`SIGKILL`) before it rings.
-  private func dieBeforeRing(_ writer: Peer, _ command: String) throws {
-    try writer.send("die-before-ring")
-    writer.child.write(command)
+  private func dieBeforeRing(_ writer: Peer, _ command: PeerCommand, _ arguments: String...) throws {
+    try writer.send(.dieBeforeRing)
+    writer.child.write(command.line(arguments))
     writer.child.wait()
   }
 
   @Test func aDefaultsWriterKilledBetweenCommitAndRingStillWakesChangesOfKey() throws {
     let reader = try Peer(container: directory.path)
     let writer = try Peer(container: directory.path)
-    try reader.send("dwatch settings volume")
-    #expect(try reader.send("dnext") == "nil")
-    try writer.send("dset settings volume 3")
-    #expect(try reader.send("dnext") == "3")
+    try reader.send(.dwatch, "settings", "volume")
+    #expect(try reader.send(.dnext) == "nil")
+    try writer.send(.dset, "settings", "volume", "3")
+    #expect(try reader.send(.dnext) == "3")
 
-    try dieBeforeRing(writer, "dset settings volume 5")
-    #expect(try reader.send("dget settings volume") == "5")  // committed
-    #expect(try reader.send("dnext 10000") == "5")
+    try dieBeforeRing(writer, .dset, "settings", "volume", "5")
+    #expect(try reader.send(.dget, "settings", "volume") == "5")  // committed
+    #expect(try reader.send(.dnext, "10000") == "5")
   }
 
   @Test func aDatabaseWriterKilledBetweenCommitAndRingStillRefreshesObservations() throws {
     let reader = try Peer(container: directory.path)
     let writer = try Peer(container: directory.path)
-    try reader.send("dbopen notes 1")
-    try writer.send("dbopen notes 1")
-    try reader.send("dbwatch notes")
-    #expect(try reader.send("dbnext") == "0")
-    try writer.send("dbinsert notes 1")
-    #expect(try reader.send("dbnext") == "1")
+    try reader.send(.dbopen, "notes", "1")
+    try writer.send(.dbopen, "notes", "1")
+    try reader.send(.dbwatch, "notes")
+    #expect(try reader.send(.dbnext) == "0")
+    try writer.send(.dbinsert, "notes", "1")
+    #expect(try reader.send(.dbnext) == "1")
 
-    try dieBeforeRing(writer, "dbinsert notes 1")
-    #expect(try reader.send("dbnext 10000") == "2")
-    #expect(try reader.send("dbcount notes") == "2")  // committed
+    try dieBeforeRing(writer, .dbinsert, "notes", "1")
+    #expect(try reader.send(.dbnext, "10000") == "2")
+    #expect(try reader.send(.dbcount, "notes") == "2")  // committed
   }
 
   @Test func changesOfAKeyThrowsWhenTheValueCannotBeRead() async throws {
@@ -83,7 +83,7 @@ struct DatabaseRelayTests {
     defer { observation.cancel() }
     try waitUntil("the observation has its first value") { counts.withLock { $0 } == [0] }
     let writer = try Peer(container: directory.path)
-    try writer.send("dbopen notes 1")
+    try writer.send(.dbopen, "notes", "1")
 
     // Hold this process's writer, so that the relay of the next commit runs only after the move.
     let entered = DispatchSemaphore(value: 0)
@@ -96,7 +96,7 @@ struct DatabaseRelayTests {
     }
     entered.wait()
     let failuresBefore = SharedDatabase.relayFailures.withLock { $0 }
-    try writer.send("dbinsert notes 1")
+    try writer.send(.dbinsert, "notes", "1")
     #expect(rename(database.path, database.path + ".aside") == 0)
     release.signal()
     try waitUntil("the relay failed twice", timeout: 20) {

@@ -45,7 +45,7 @@ extension MailboxRecoveryTests {
     try await mailbox.send("second", id: "second")
     try await mailbox.send(Marker(sender: "test", n: 1))  // the one the old version can read
     let old = try Peer(container: directory.path)
-    try old.send("mreceive inbox \(log) 8")
+    try old.send(.mreceive, "inbox", log, "8")
     try await waitUntilOffThePool("the old receiver handled the marker") {
       (try? String(contentsOfFile: log, encoding: .utf8))?.contains("test 1\nacked") == true
     }
@@ -66,7 +66,7 @@ extension MailboxRecoveryTests {
     // A running receiver is woken by a requeue from another process.
     let requeuer = try Peer(container: directory.path)
     let waiting = Task { try await receiver.receive(String.self) }
-    #expect(try requeuer.send("mrequeue inbox") == "1")
+    #expect(try requeuer.send(.mrequeue, "inbox") == "1")
     let woken = try await waiting.value
     #expect(woken.map(\.payload) == ["first"])
     try await receiver.acknowledge(woken)

@@ -24,8 +24,8 @@ struct MailboxTests {
     let log = directory.path + "/received"
     let senders = try (0..<senderCount).map { _ in try Peer(container: directory.path) }
     var receiver = try Peer(container: directory.path)
-    try receiver.send("mreceive inbox \(log) \(batchSize)")
-    for (index, sender) in senders.enumerated() { sender.child.write("msend inbox s\(index) \(perSender)") }
+    try receiver.send(.mreceive, "inbox", log, batchSize)
+    for (index, sender) in senders.enumerated() { sender.start(.msend, "inbox", "s\(index)", perSender) }
 
     // Kill points: after random amounts of the log (each message logs 5 to 8 bytes).
     let total = senderCount * perSender
@@ -35,10 +35,10 @@ struct MailboxTests {
       receiver.kill()
       append("restart\n", to: log)
       receiver = try Peer(container: directory.path)
-      try receiver.send("mreceive inbox \(log) \(batchSize)")
+      try receiver.send(.mreceive, "inbox", log, batchSize)
     }
     for sender in senders { #expect(try sender.child.readLine(timeout: 600) == "ok sent") }
-    try waitUntil("every message is acknowledged", timeout: 120) { try receiver.send("mcount inbox") == "0" }
+    try waitUntil("every message is acknowledged", timeout: 120) { try receiver.send(.mcount, "inbox") == "0" }
 
     // Replay the log.
     var seen: Set<String> = []
@@ -84,7 +84,7 @@ struct MailboxTests {
 
   @Test func messagesSentWhileNoReceiverExistsAreAllReceivedByALaterOne() throws {
     let sender = try Peer(container: directory.path)
-    try sender.send("msend later s0 300")
+    try sender.send(.msend, "later", "s0", "300")
     sender.child.closeInput()
     #expect(sender.child.wait() == .exited(0))
 
@@ -100,15 +100,15 @@ struct MailboxTests {
   @Test func aMessageSentTwiceWithOneIDIsStoredOnceEvenAfterItWasAcknowledged() throws {
     let first = try Peer(container: directory.path)
     let second = try Peer(container: directory.path)
-    #expect(try first.send("msendid orders order-42 first") == "order-42")
-    #expect(try second.send("msendid orders order-42 second") == "order-42")
+    #expect(try first.send(.msendid, "orders", "order-42", "first") == "order-42")
+    #expect(try second.send(.msendid, "orders", "order-42", "second") == "order-42")
     let mailbox = try SharedContainer(directory: directory.path).mailbox("orders")
     #expect(try mailbox.count() == 1)
     let receiver = try mailbox.receiver()
     let received = try receiver.receiveAvailable(String.self)
     #expect(received.map(\.payload) == ["first"])
     try receiver.acknowledge(received)
-    try second.send("msendid orders order-42 third")  // a retry after the acknowledgement
+    try second.send(.msendid, "orders", "order-42", "third")  // a retry after the acknowledgement
     #expect(try mailbox.count() == 0)
     #expect(try receiver.receiveAvailable(String.self).isEmpty)
   }
@@ -140,9 +140,9 @@ struct MailboxTests {
 
   @Test func anUndecodableMessageIsQuarantinedWithItsReasonAndTheStreamGoesOn() async throws {
     let sender = try Peer(container: directory.path)
-    try sender.send("msendraw inbox not-json")
-    try sender.send("msendid inbox plain just-a-string")
-    try sender.send("msend inbox s0 2")
+    try sender.send(.msendraw, "inbox", "not-json")
+    try sender.send(.msendid, "inbox", "plain", "just-a-string")
+    try sender.send(.msend, "inbox", "s0", "2")
     let mailbox = try await SharedContainer(directory: directory.path).mailbox("inbox")
     let receiver = try mailbox.receiver()
     var received: [TestMessage] = []
@@ -168,7 +168,7 @@ struct MailboxTests {
 
   @Test func aSecondReceiverIsRefusedAtOnceUntilTheFirstOneDies() throws {
     let holder = try Peer(container: directory.path)
-    try holder.send("mreceiver inbox")
+    try holder.send(.mreceiver, "inbox")
     let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
     let refusal = #expect(throws: LiaisonError.self) { try mailbox.receiver() }
     #expect(refusal?.code == .alreadyClaimed)
@@ -224,7 +224,7 @@ struct MailboxTests {
   @Test func aMessageWhoseRingWasLostIsDeliveredWhenTheMailboxIsOpenedAgain() throws {
     let log = directory.path + "/received"
     let receiver = try Peer(container: directory.path)
-    try receiver.send("mreceive inbox \(log) 8")
+    try receiver.send(.mreceive, "inbox", log, "8")
     let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
     // What a send does, without the ring that follows it.
     try mailbox.store.write { db in
@@ -237,7 +237,7 @@ struct MailboxTests {
           """, arguments: [#"{"sender":"s","n":7}"#])
     }
     let restarted = try Peer(container: directory.path)  // the sender, started again
-    _ = try restarted.send("mcount inbox")  // opens the mailbox, which rings
+    _ = try restarted.send(.mcount, "inbox")  // opens the mailbox, which rings
     try waitUntil("the receiver logged the message") { (try? logged(log))?.contains("s 7") == true }
   }
 
@@ -271,15 +271,15 @@ struct MailboxTests {
   @Test func limitsAreTheMailboxsOwnForEverySenderInEveryProcess() throws {
     // Another process sends through handles of its own, which name no limits.
     let sender = try Peer(container: directory.path)
-    try sender.send("msendraw inbox first")
+    try sender.send(.msendraw, "inbox", "first")
     let mailbox = try SharedContainer(directory: directory.path).mailbox("inbox")
     #expect(try mailbox.limits() == Mailbox.Limits())
     try mailbox.setLimits(.init(maximumMessageSize: 10, maximumMessages: 2))
     #expect(try mailbox.limits() == Mailbox.Limits(maximumMessageSize: 10, maximumMessages: 2))
-    let refused = try sender.ask("msendraw inbox more-than-ten-bytes")
+    let refused = try sender.ask(.msendraw, "inbox", "more-than-ten-bytes")
     #expect(refused.hasPrefix("error too large: "), "\(refused)")
-    try sender.send("msendraw inbox second")
-    #expect(try sender.ask("msendraw inbox third").hasPrefix("error too large: "))  // the mailbox is full at 2
+    try sender.send(.msendraw, "inbox", "second")
+    #expect(try sender.ask(.msendraw, "inbox", "third").hasPrefix("error too large: "))  // the mailbox is full at 2
     #expect(try mailbox.count() == 2)
   }
 
@@ -304,13 +304,13 @@ struct MailboxTests {
   @Test func aWaitingReceiverInAnotherProcessIsWokenBySend() throws {
     let log = directory.path + "/received"
     let receiver = try Peer(container: directory.path)
-    try receiver.send("mreceive wake \(log) 8")
+    try receiver.send(.mreceive, "wake", log, "8")
     let mailbox = try SharedContainer(directory: directory.path).mailbox("wake", sender: "test")
     for n in 0..<5 {
       try mailbox.send(TestMessage(sender: "t", n: n))
       try waitUntil("the receiver logged message \(n)") { (try? logged(log))?.contains("t \(n)") == true }
     }
-    try waitUntil("all acknowledged") { try receiver.send("mcount wake") == "0" }
+    try waitUntil("all acknowledged") { try receiver.send(.mcount, "wake") == "0" }
   }
 }
 

@@ -55,7 +55,7 @@ struct StoreEdgeTests {
     let container = try SharedContainer(directory: directory.path)
     do { _ = try container.database("journal", migrator: Self.migrator) }
     let peer = try Peer(container: directory.path)
-    try peer.send("dbexclusive journal")
+    try peer.send(.dbexclusive, "journal")
     let busyBefore = SharedDatabase.listingBusyWaits.withLock { $0 }
     let listing = Locked<Result<[SharedDatabaseInfo], LiaisonError>?>(nil)
     let thread = Thread {
@@ -66,7 +66,7 @@ struct StoreEdgeTests {
     try waitUntil("the listing waits for the lock, or ends") {
       SharedDatabase.listingBusyWaits.withLock { $0 } > busyBefore || listing.withLock { $0 } != nil
     }
-    try peer.send("dbrelease journal")
+    try peer.send(.dbrelease, "journal")
     try waitUntil("the listing ends") { listing.withLock { $0 } != nil }
     let infos = try #require(listing.withLock { $0 }).get()
     #expect(infos.map(\.migrations) == [["v1"]])

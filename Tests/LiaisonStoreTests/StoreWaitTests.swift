@@ -16,11 +16,11 @@ struct StoreWaitTests {
     let defaults = try await SharedContainer(directory: directory.path).defaults("settings")
     let key = DefaultsKey<Int>("volume")
     let peer = try Peer(container: directory.path)
-    try peer.send("holdlock store defaults.write")
+    try peer.send(.holdlock, "store", "defaults.write")
     let writer = Task { @MainActor in try await defaults.set(7, for: key) }
     #expect(await mainActorRuns(while: peer, holds: "store/defaults.write"))
     #expect(try defaults.get(key) == nil)  // still waiting
-    try peer.send("unlock store/defaults.write")
+    try peer.send(.unlock, "store/defaults.write")
     try await writer.value
     #expect(try defaults.get(key) == 7)
   }
@@ -29,12 +29,12 @@ struct StoreWaitTests {
     let defaults = try SharedContainer(directory: directory.path).defaults("settings")
     let key = DefaultsKey<Int>("volume")
     let peer = try Peer(container: directory.path)
-    try peer.send("holdlock store defaults.write")
+    try peer.send(.holdlock, "store", "defaults.write")
     let error = #expect(throws: LiaisonError.self) { try defaults.set(7, for: key, timeout: .milliseconds(50)) }
     #expect(error?.code == .timedOut)
     #expect(error?.message.contains("another process's write of the store") == true)
     #expect(try defaults.get(key) == nil)
-    try peer.send("unlock store/defaults.write")
+    try peer.send(.unlock, "store/defaults.write")
     try defaults.set(7, for: key, timeout: .seconds(60))
     #expect(try defaults.get(key) == 7)
   }
@@ -43,7 +43,7 @@ struct StoreWaitTests {
     let defaults = try await SharedContainer(directory: directory.path).defaults("settings")
     let key = DefaultsKey<Int>("launches")
     let peer = try Peer(container: directory.path)
-    try peer.send("holdlock store defaults.write")
+    try peer.send(.holdlock, "store", "defaults.write")
     let error = await #expect(throws: LiaisonError.self) {
       try await defaults.update(key, timeout: .milliseconds(50)) { ($0 ?? 0) + 1 }
     }
@@ -51,7 +51,7 @@ struct StoreWaitTests {
     let cancelled = Task { try await defaults.update(key) { ($0 ?? 0) + 1 } }
     cancelled.cancel()
     await #expect(throws: CancellationError.self) { try await cancelled.value }
-    try peer.send("unlock store/defaults.write")
+    try peer.send(.unlock, "store/defaults.write")
     #expect(try await defaults.update(key) { ($0 ?? 0) + 1 } == 1)
   }
 
@@ -70,7 +70,7 @@ struct StoreWaitTests {
       receivers.append(try mailbox.receiver())
     }
     let peer = try Peer(container: directory.path)
-    try peer.send("holdlock store mailboxes.write")
+    try peer.send(.holdlock, "store", "mailboxes.write")
     // A receive that ends before the peer lets go failed: the wait below reports its error.
     let failures = Locked<[String]>([])
     // High priority: the cooperative pool (2 threads here) runs queued jobs by priority, and the
@@ -90,7 +90,7 @@ struct StoreWaitTests {
       if let failure = failures.withLock({ $0.first }) { throw ReceiveFailed(description: failure) }
       return threadsNamed("liaison-wait") >= count
     }
-    try peer.send("unlock store/mailboxes.write")
+    try peer.send(.unlock, "store/mailboxes.write")
     for (index, task) in receiving.enumerated() {
       let received = try await task.value
       #expect(received.map(\.payload) == [index])
@@ -104,10 +104,10 @@ struct StoreWaitTests {
     let mailbox = try await SharedContainer(directory: directory.path).mailbox("inbox")
     _ = try mailbox.count()
     let peer = try Peer(container: directory.path)
-    try peer.send("holdlock store mailboxes.write")
+    try peer.send(.holdlock, "store", "mailboxes.write")
     let sending = Task { @MainActor in try await mailbox.send("hello") }
     #expect(await mainActorRuns(while: peer, holds: "store/mailboxes.write"))
-    try peer.send("unlock store/mailboxes.write")
+    try peer.send(.unlock, "store/mailboxes.write")
     _ = try await sending.value
     #expect(try mailbox.count() == 1)
   }
@@ -116,10 +116,10 @@ struct StoreWaitTests {
   @Test @MainActor func anAsyncOpeningWaitingForAnotherProcessesMigrationLeavesTheMainActorFree() async throws {
     let container = try SharedContainer(directory: directory.path)
     let peer = try Peer(container: directory.path)
-    try peer.send("holdlock database-locks journal")
+    try peer.send(.holdlock, "database-locks", "journal")
     let opening = Task { @MainActor in try await container.database("journal", migrator: StoreEdgeTests.migrator) }
     #expect(await mainActorRuns(while: peer, holds: "database-locks/journal"))
-    try peer.send("unlock database-locks/journal")
+    try peer.send(.unlock, "database-locks/journal")
     let database = try await opening.value
     #expect(try await database.pool.read { db in try db.tableExists("item") })
   }
@@ -127,7 +127,7 @@ struct StoreWaitTests {
   @Test func aBlockingOpeningTimesOutWithAClearError() throws {
     let container = try SharedContainer(directory: directory.path)
     let peer = try Peer(container: directory.path)
-    try peer.send("holdlock database-locks journal")
+    try peer.send(.holdlock, "database-locks", "journal")
     let error = #expect(throws: LiaisonError.self) {
       _ = try container.database("journal", migrator: StoreEdgeTests.migrator, timeout: .milliseconds(50))
     }
@@ -139,41 +139,41 @@ struct StoreWaitTests {
   @Test @MainActor func anAsyncOpeningOfTheStoreLeavesTheMainActorFree() async throws {
     let container = try SharedContainer(directory: directory.path)
     let peer = try Peer(container: directory.path)
-    try peer.send("dset settings volume 3")
-    try peer.send("holdlock store defaults.write")
+    try peer.send(.dset, "settings", "volume", "3")
+    try peer.send(.holdlock, "store", "defaults.write")
     let opening = Task { @MainActor in try await container.defaults("settings") }
     #expect(await mainActorRuns(while: peer, holds: "store/defaults.write"))
-    try peer.send("unlock store/defaults.write")
+    try peer.send(.unlock, "store/defaults.write")
     #expect(try await opening.value.get(DefaultsKey<Int>("volume")) == 3)
   }
 
   @Test func aBlockingOpeningOfTheStoreTimesOut() throws {
     let container = try SharedContainer(directory: directory.path)
     let peer = try Peer(container: directory.path)
-    try peer.send("dset settings volume 3")
-    try peer.send("holdlock store defaults.write")
+    try peer.send(.dset, "settings", "volume", "3")
+    try peer.send(.holdlock, "store", "defaults.write")
     let error = #expect(throws: LiaisonError.self) {
       _ = try container.defaults("settings", timeout: .milliseconds(50))
     }
     #expect(error?.code == .timedOut)
-    try peer.send("unlock store/defaults.write")
+    try peer.send(.unlock, "store/defaults.write")
     #expect(try container.defaults("settings", timeout: .seconds(60)).get(DefaultsKey<Int>("volume")) == 3)
   }
 
   @Test @MainActor func anAsyncOpeningOfAMailboxLeavesTheMainActorFree() async throws {
     let container = try SharedContainer(directory: directory.path)
     let peer = try Peer(container: directory.path)
-    try peer.send("holdlock store mailboxes.write")
+    try peer.send(.holdlock, "store", "mailboxes.write")
     let opening = Task { @MainActor in try await container.mailbox("inbox") }
     #expect(await mainActorRuns(while: peer, holds: "store/mailboxes.write"))
-    try peer.send("unlock store/mailboxes.write")
+    try peer.send(.unlock, "store/mailboxes.write")
     #expect(try await opening.value.count() == 0)
   }
 
   @Test func aBlockingOpeningOfAMailboxTimesOut() throws {
     let container = try SharedContainer(directory: directory.path)
     let peer = try Peer(container: directory.path)
-    try peer.send("holdlock store mailboxes.write")
+    try peer.send(.holdlock, "store", "mailboxes.write")
     let error = #expect(throws: LiaisonError.self) { _ = try container.mailbox("inbox", timeout: .milliseconds(50)) }
     #expect(error?.code == .timedOut)
   }

@@ -24,14 +24,14 @@ struct SuspensionTests {
     let liaison = directory.path + "/.liaison"
 
     let signal = try container.signal("changed")
-    try peer.send("hold-file-lock \(liaison)/signals/changed")
-    try peer.send("dset settings launches 1")  // makes the store, and its counters file
-    try peer.send("hold-file-lock \(liaison)/store/defaults.generations")
+    try peer.send(.holdFileLock, "\(liaison)/signals/changed")
+    try peer.send(.dset, "settings", "launches", "1")  // makes the store, and its counters file
+    try peer.send(.holdFileLock, "\(liaison)/store/defaults.generations")
     var migrator = DatabaseMigrator()
     migrator.registerMigration("v1") { db in try db.execute(sql: "CREATE TABLE item (id INTEGER PRIMARY KEY)") }
     let database = try await container.database("items", migrator: migrator)
-    try peer.send("dbholdwrite items")
-    try peer.send("claim recording")  // a presence claimed by the peer, watched here
+    try peer.send(.dbholdwrite, "items")
+    try peer.send(.claim, "recording")  // a presence claimed by the peer, watched here
     let changes = try container.presence("recording").changes()
     let watch = Task.detached { for try await _ in changes {} }
     defer { watch.cancel() }
@@ -77,7 +77,7 @@ struct SuspensionTests {
       "the write's wait was not ended by suspend()")
 
     // The presence's holder leaves while suspended: the watch follows without taking a lock.
-    try peer.send("release recording")
+    try peer.send(.release, "recording")
     #expect(try !container.presence("recording").isActive)
     let files = try containerInodes(directory.path)
     let held = try kernelLocks().filter { $0.pid == getpid() && files[$0.inode] != nil }
@@ -92,9 +92,9 @@ struct SuspensionTests {
 
     // Resumed, with the other process's locks gone, everything works again.
     try container.resume()
-    try peer.send("release-file-lock \(liaison)/signals/changed")
-    try peer.send("release-file-lock \(liaison)/store/defaults.generations")
-    try peer.send("dbrelease items")
+    try peer.send(.releaseFileLock, "\(liaison)/signals/changed")
+    try peer.send(.releaseFileLock, "\(liaison)/store/defaults.generations")
+    try peer.send(.dbrelease, "items")
     try signal.post(state: 2)
     #expect(try signal.state == 2)
     try await database.pool.write { db in try db.execute(sql: "INSERT INTO item DEFAULT VALUES") }
@@ -106,7 +106,7 @@ struct SuspensionTests {
   @Test func resumingOneContainerLeavesAnotherSuspendedDatabaseSuspended() throws {
     let other = TemporaryDirectory()
     let peer = try Peer(container: directory.path)
-    let outcomes = try peer.send("dbsuspension \(other.path)")
+    let outcomes = try peer.send(.dbsuspension, other.path)
     #expect(outcomes == "refused refused written written", "here and there with one resumed, then both")
   }
 
@@ -119,9 +119,9 @@ struct SuspensionTests {
     let container = try SharedContainer(directory: directory.path)
     let stuck = try Peer(container: directory.path)
     let other = try Peer(container: directory.path)
-    try other.send("dset settings volume 1")  // makes the store and the domain's signal
+    try other.send(.dset, "settings", "volume", "1")  // makes the store and the domain's signal
     let signal = "\(directory.path)/.liaison/store-signals/settings"
-    try stuck.send("hold-file-lock \(signal)")
+    try stuck.send(.holdFileLock, signal)
     let settings = try await container.defaults("settings")
     let written = Locked(false)
     Thread.detachNewThread {
@@ -133,10 +133,10 @@ struct SuspensionTests {
       try kernelLocks().contains { $0.pid == getpid() && $0.waiting && $0.inode == signalFile }
     }
     // Committed, and the store's lock free for the other writers meanwhile.
-    #expect(try other.send("dget settings volume") == "2")
-    #expect(try other.send("probe-file-lock \(directory.path)/.liaison/store/defaults.write") == "free")
+    #expect(try other.send(.dget, "settings", "volume") == "2")
+    #expect(try other.send(.probeFileLock, "\(directory.path)/.liaison/store/defaults.write") == "free")
     #expect(!written.withLock { $0 })
-    try stuck.send("release-file-lock \(signal)")
+    try stuck.send(.releaseFileLock, signal)
     try waitUntil("the write returned") { written.withLock { $0 } }
   }
 }

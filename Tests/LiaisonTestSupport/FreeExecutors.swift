@@ -39,7 +39,7 @@ private func runs(
   DispatchQueue.global().async {
     // A bound for failure, not a synchronisation: a free executor runs the job at once.
     if ran.wait(timeout: .now() + 20) == .timedOut {
-      _ = try? peer.send("unlock \(lock)")
+      _ = try? peer.send(.unlock, lock)
     } else {
       free.set()
     }

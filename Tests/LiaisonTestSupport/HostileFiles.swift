@@ -115,9 +115,9 @@ public final class UnprivilegedPeer: @unchecked Sendable {
     greeting = try child.readLine()
   }
 
-  /// Sends a command and returns the whole answer line, `ok …` or `error …`.
-  public func ask(_ command: String) throws -> String {
-    child.write(command)
+  /// Sends `command` with `arguments` and returns the whole answer line, `ok …` or `error …`.
+  public func ask(_ command: PeerCommand, _ arguments: any CustomStringConvertible...) throws -> String {
+    child.write(command.line(arguments))
     return try child.readLine()
   }
 }

@@ -101,19 +101,36 @@ public final class Peer: @unchecked Sendable {
 
   public var pid: Int32 { child.pid }
 
-  /// Sends a command and returns the answer after `ok ` (or throws with the error answer).
+  /// Sends `command` with `arguments` (see ``PeerCommand/line(_:)``) and returns the answer after
+  /// `ok `; throws with any other answer (`error …`, as for a line the peer did not understand).
   @discardableResult
-  public func send(_ command: String, timeout: Double = 60) throws -> String {
-    child.write(command)
+  public func send(
+    _ command: PeerCommand, _ arguments: any CustomStringConvertible..., timeout: Double = 60
+  ) throws -> String {
+    let line = command.line(arguments)
+    child.write(line)
     let answer = try child.readLine(timeout: timeout)
-    guard answer.hasPrefix("ok") else { throw PeerError("'\(command)' → \(answer)") }
+    guard answer == "ok" || answer.hasPrefix("ok ") else { throw PeerError("'\(line)' → \(answer)") }
     return String(answer.dropFirst(3))
   }
 
-  /// Sends a command and returns the whole answer line, `ok …` or `error …`.
-  public func ask(_ command: String) throws -> String {
-    child.write(command)
+  /// Sends `command` with `arguments` and returns the whole answer line, `ok …` or `error …`
+  /// (for a test that expects an error).
+  public func ask(_ command: PeerCommand, _ arguments: any CustomStringConvertible...) throws -> String {
+    try ask(line: command.line(arguments))
+  }
+
+  /// Sends `line` as it is and returns the whole answer line: for a test of what the peer does
+  /// with a line that is not a command. Other tests send a ``PeerCommand``.
+  public func ask(line: String) throws -> String {
+    child.write(line)
     return try child.readLine()
+  }
+
+  /// Sends `command` with `arguments` without waiting for the answer, for a test that does
+  /// something else meanwhile; it reads the answer with `child.readLine()`.
+  public func start(_ command: PeerCommand, _ arguments: any CustomStringConvertible...) {
+    child.write(command.line(arguments))
   }
 
   public func kill() {

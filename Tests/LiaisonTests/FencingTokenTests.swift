@@ -22,9 +22,9 @@ struct FencingTokenTests {
       #expect(try held.fencingToken() == tokens.last)
       held.unlock()
       _ = try lock.lock(timeout: .seconds(60))  // unread: no token used (released at once)
-      try #require(try peer.send("lock report") == "locked")
-      tokens.append(try #require(UInt64(try peer.send("token report")), "round \(round)"))
-      try peer.send("unlock report")
+      try #require(try peer.send(.lock, "report") == "locked")
+      tokens.append(try #require(UInt64(try peer.send(.token, "report")), "round \(round)"))
+      try peer.send(.unlock, "report")
     }
     #expect(tokens == Array(1...6))
   }

@@ -48,12 +48,12 @@ enum ContainerFile: String, CaseIterable, Sendable, CustomTestStringConvertible 
     }
   }
 
-  /// The peer command that uses the file called `name`.
-  func peerCommand(_ name: String = "subject") -> String {
+  /// Has `peer` use the file called `name`; returns the peer's whole answer.
+  func use(by peer: UnprivilegedPeer, name: String = "subject") throws -> String {
     switch self {
-    case .lock: "trylock \(name)"
-    case .presence: "claim \(name)"
-    case .signal: "post \(name)"
+    case .lock: try peer.ask(.trylock, name)
+    case .presence: try peer.ask(.claim, name)
+    case .signal: try peer.ask(.post, name)
     }
   }
 
@@ -344,12 +344,12 @@ struct HostileFileTests {
     try setPermissions(readOnly, 0o500)
 
     let peer = try UnprivilegedPeer(container: directory.path)
-    let answer = kind == nil ? peer.greeting : try peer.ask(kind!.peerCommand())
+    let answer = kind == nil ? peer.greeting : try kind!.use(by: peer)
     #expect(answer.hasPrefix("error system error: "), "\(answer)")
     #expect(answer.contains("'\(missing)'"), "\(answer)")
     #expect(answer.contains("Check that this process may read and write the container folder"), "\(answer)")
     if let kind {
-      #expect(try peer.ask(kind.peerCommand("existing")).hasPrefix("ok "))
+      #expect(try kind.use(by: peer, name: "existing").hasPrefix("ok "))
     }
   }
 
@@ -374,7 +374,7 @@ struct HostileFileTests {
     try changeOwnerRecursively(directory.path, to: anotherUserID)
     try setPermissions(kind.path(in: directory.path), 0o400)
     let peer = try UnprivilegedPeer(container: directory.path)
-    let answer = try peer.ask(kind.peerCommand())
+    let answer = try kind.use(by: peer)
     #expect(answer.hasPrefix("error system error: "), "\(answer)")
     #expect(answer.contains("'\(kind.path(in: directory.path))'"), "\(answer)")
     #expect(answer.contains("Check that this process may read and write the container folder"), "\(answer)")

@@ -28,8 +28,8 @@
     /// still seen, with a bounded number of looks each.
     @Test func aWatchedFreePresenceIsLookedAtOnlyForTheEventsThatHappened() throws {
       let watcher = try peer()
-      try watcher.send("watch-presence recording")
-      #expect(try watcher.send("next-change 10000").hasPrefix("released"))
+      try watcher.send(.watchPresence, "recording")
+      #expect(try watcher.send(.nextChange, "10000").hasPrefix("released"))
       // The measurement: a second in which nothing happens to the presence.
       let before = unlocks(of: "recording")
       Thread.sleep(forTimeInterval: 1)
@@ -40,10 +40,10 @@
       let cycles = 5
       let start = unlocks(of: "recording")
       for _ in 0..<cycles {
-        try app.send("claim recording")
-        #expect(try watcher.send("next-change 10000").hasPrefix("claimed \(app.pid)"))
-        try app.send("release recording")
-        #expect(try watcher.send("next-change 10000").hasPrefix("released"))
+        try app.send(.claim, "recording")
+        #expect(try watcher.send(.nextChange, "10000").hasPrefix("claimed \(app.pid)"))
+        try app.send(.release, "recording")
+        #expect(try watcher.send(.nextChange, "10000").hasPrefix("released"))
       }
       Thread.sleep(forTimeInterval: 0.5)
       // Per cycle: the holder's release, and the watcher's look at it, perhaps two (a write and
@@ -57,33 +57,33 @@
     @Test func aKilledHolderIsSeenReleased() throws {
       let watcher = try peer()
       let app = try peer()
-      try app.send("claim navigation")
-      try watcher.send("watch-presence navigation")
-      #expect(try watcher.send("next-change 10000").hasPrefix("claimed \(app.pid)"))
+      try app.send(.claim, "navigation")
+      try watcher.send(.watchPresence, "navigation")
+      #expect(try watcher.send(.nextChange, "10000").hasPrefix("claimed \(app.pid)"))
       app.kill()
-      #expect(try watcher.send("next-change 10000").hasPrefix("released"))
+      #expect(try watcher.send(.nextChange, "10000").hasPrefix("released"))
     }
 
     /// After `suspend()`, a watch keeps following the presence without taking a lock: every
     /// unlock of its file is then the holder's own.
     @Test func aSuspendedWatcherFollowsThePresenceWithoutLocking() throws {
       let watcher = try peer()
-      try watcher.send("watch-presence sync")
-      #expect(try watcher.send("next-change 10000").hasPrefix("released"))
-      try watcher.send("suspend")
+      try watcher.send(.watchPresence, "sync")
+      #expect(try watcher.send(.nextChange, "10000").hasPrefix("released"))
+      try watcher.send(.suspend)
       let app = try peer()
       let start = unlocks(of: "sync")
       let cycles = 3
       for _ in 0..<cycles {
-        try app.send("claim sync")
-        #expect(try watcher.send("next-change 10000").hasPrefix("claimed \(app.pid)"))
-        #expect(try watcher.send("active sync") == "true")
-        try app.send("release sync")
-        #expect(try watcher.send("next-change 10000").hasPrefix("released"))
-        #expect(try watcher.send("active sync") == "false")
+        try app.send(.claim, "sync")
+        #expect(try watcher.send(.nextChange, "10000").hasPrefix("claimed \(app.pid)"))
+        #expect(try watcher.send(.active, "sync") == "true")
+        try app.send(.release, "sync")
+        #expect(try watcher.send(.nextChange, "10000").hasPrefix("released"))
+        #expect(try watcher.send(.active, "sync") == "false")
       }
       #expect(unlocks(of: "sync") - start == cycles, "the suspended watcher took locks")
-      try watcher.send("resume")
+      try watcher.send(.resume)
     }
 
     /// A signal's post is a write and an unlock: an observer in the model is told of each post
@@ -91,10 +91,10 @@
     @Test func aPostReachesAnObserverInTheModel() throws {
       let observer = try peer()
       let poster = try peer()
-      try observer.send("observe changed")
+      try observer.send(.observe, "changed")
       for state in 1...5 {
-        try poster.send("post changed \(state)")
-        let note = try observer.send("next 10000").split(separator: " ")
+        try poster.send(.post, "changed", state)
+        let note = try observer.send(.next, "10000").split(separator: " ")
         #expect(note.count == 3 && note[0] == "changed" && note[1] == "\(state)", "got \(note)")
       }
     }

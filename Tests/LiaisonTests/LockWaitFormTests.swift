@@ -12,10 +12,10 @@ struct LockWaitFormTests {
   @Test @MainActor func lockWithoutArgumentsInAsyncCodeLeavesTheMainActorFree() async throws {
     let lock = try SharedContainer(directory: directory.path).lock("token-refresh")
     let peer = try Peer(container: directory.path)
-    try peer.send("lock token-refresh")
+    try peer.send(.lock, "token-refresh")
     let waiter = Task { @MainActor in try await lock.lock() }
     #expect(await mainActorRuns(while: peer, holds: "token-refresh"))
-    try peer.send("unlock token-refresh")
+    try peer.send(.unlock, "token-refresh")
     let held = try await waiter.value
     #expect(held.isHeld)
     held.unlock()
@@ -24,10 +24,10 @@ struct LockWaitFormTests {
   @Test func theBlockingFormTimesOut() throws {
     let lock = try SharedContainer(directory: directory.path).lock("token-refresh")
     let peer = try Peer(container: directory.path)
-    try peer.send("lock token-refresh")
+    try peer.send(.lock, "token-refresh")
     let error = #expect(throws: LiaisonError.self) { try lock.lock(timeout: .milliseconds(50)) }
     #expect(error?.code == .timedOut)
-    try peer.send("unlock token-refresh")
+    try peer.send(.unlock, "token-refresh")
     let held = try lock.lock(timeout: .seconds(60))
     #expect(held.isHeld)
     #expect(throws: LiaisonError.self) { try lock.withLock(timeout: .milliseconds(-1)) {} }

@@ -106,7 +106,7 @@ struct PresenceEdgeTests {
     let container = try SharedContainer(directory: directory.path)
     let recording = try container.presence("recording")
     let app = try Peer(container: directory.path)
-    try app.send("lease recording 150 renewing")
+    try app.send(.lease, "recording", "150", "renewing")
     let received = Locked<[PresenceChange]>([])
     let changes = try recording.changes()
     let consumer = Task {
@@ -120,7 +120,7 @@ struct PresenceEdgeTests {
       if let expiry = try recording.holder?.leaseExpiry { expiries.insert(expiry) }
       return expiries.count >= 4
     }
-    try app.send("release recording")
+    try app.send(.release, "recording")
     try await waitUntilAsync("the release is seen") { received.withLock { $0 }.last == .released }
     let kinds = received.withLock { $0 }.map { change -> String in
       if case .claimed = change { return "claimed" } else { return "released" }
@@ -203,7 +203,7 @@ struct PresenceEdgeTests {
     defer { for task in tasks { task.cancel() } }
     try await waitUntilAsync("both iterators are made") { ready.withLock { $0 } == 2 }
     let poster = try Peer(container: directory.path)
-    try poster.send("post notes-changed 9")
+    try poster.send(.post, "notes-changed", "9")
     try await waitUntilAsync("both iterators have the post", timeout: 10) { states.withLock { $0 } == [9, 9] }
   }
 }

@@ -1,7 +1,8 @@
 import Foundation
-import Liaison
 import LiaisonTestSupport
 import Testing
+
+@testable import Liaison
 
 @Suite("Presence across processes")
 struct PresenceTests {
@@ -14,7 +15,7 @@ struct PresenceTests {
     #expect(try recording.holder == nil)
 
     let app = try Peer(container: directory.path)
-    try app.send("claim recording episode 7")
+    try app.send(.claim, "recording", "episode", "7")
     #expect(try recording.isActive)
     let holder = try #require(try recording.holder)
     #expect(holder.processID == app.pid)
@@ -40,17 +41,17 @@ struct PresenceTests {
   @Test func aSecondClaimIsRefusedWithTheHolderNamed() throws {
     let container = try SharedContainer(directory: directory.path)
     let app = try Peer(container: directory.path)
-    try app.send("claim navigation")
+    try app.send(.claim, "navigation")
     #expect {
       _ = try container.presence("navigation").claim()
     } throws: { error in
       let error = error as? LiaisonError
       return error?.code == .alreadyClaimed && error?.message.contains("pid \(app.pid)") == true
     }
-    try app.send("release navigation")
+    try app.send(.release, "navigation")
     let mine = try container.presence("navigation").claim(info: "here")
     #expect(mine.isHeld)
-    #expect(try app.ask("claim navigation").hasPrefix("error already claimed"))
+    #expect(try app.ask(.claim, "navigation").hasPrefix("error already claimed"))
     mine.release()
     #expect(try container.presence("navigation").holder == nil)
   }
@@ -60,7 +61,7 @@ struct PresenceTests {
     let sync = try container.presence("sync")
     let leaseMilliseconds = 1500.0
     let holder = try Peer(container: directory.path)
-    try holder.send("lease sync \(Int(leaseMilliseconds)) background sync")
+    try holder.send(.lease, "sync", Int(leaseMilliseconds), "background", "sync")
     #expect(try sync.holder?.kind == .lease)
     #expect(try sync.holder?.processID == holder.pid)
 
@@ -88,15 +89,17 @@ struct PresenceTests {
       }
       holder.child.kill(SIGCONT)
     }
-    let stoppedAt = Date()
+    // Renewed every third of the lease, so about two thirds of it remained when stopped: at least
+    // one third unless a renewal ran a whole third late; never more than the whole lease.
+    let stopped = try #require(try sync.holder)
+    let remaining = try #require(stopped.leaseRemaining)
+    #expect(remaining > .milliseconds(leaseMilliseconds / 3), "\(remaining) of the lease left at the stop")
+    #expect(remaining <= .milliseconds(leaseMilliseconds), "\(remaining) of the lease left at the stop")
     #expect(try sync.isActive)
-    while try sync.isActive, Date().timeIntervalSince(stoppedAt) < 10 { usleep(5_000) }
-    let lapsedAfter = Date().timeIntervalSince(stoppedAt) * 1000
-    #expect(try !sync.isActive)
-    // Renewed every third of the lease, so at least two thirds of it remained when stopped.
-    // Renewed every third of the lease, so about two thirds of it (or more) remained when stopped.
-    #expect(lapsedAfter >= leaseMilliseconds / 3, "lapsed \(lapsedAfter) ms after the stop")
-    #expect(lapsedAfter <= leaseMilliseconds + 500, "lapsed \(lapsedAfter) ms after the stop")
+    // It lapses when that expiry passes, not before.
+    try waitUntil("the lease lapses") { try !sync.isActive }
+    let expiry = try #require(stopped.leaseExpiry)
+    #expect(SystemClock.bootNanoseconds() >= expiry, "the lease lapsed before its expiry")
 
     // Running again: the heartbeat takes the lease back.
     holder.child.kill(SIGCONT)
@@ -111,25 +114,25 @@ struct PresenceTests {
     let lease = try container.presence("upload").lease(for: .seconds(30))
     #expect(lease.isHeld)
     let other = try Peer(container: directory.path)
-    #expect(try other.ask("claim upload").hasPrefix("error already claimed"))
-    #expect(try other.send("active upload") == "true")
+    #expect(try other.ask(.claim, "upload").hasPrefix("error already claimed"))
+    #expect(try other.send(.active, "upload") == "true")
     lease.release()
-    #expect(try other.send("active upload") == "false")
-    #expect(try other.send("claim upload") == "claimed")
+    #expect(try other.send(.active, "upload") == "false")
+    #expect(try other.send(.claim, "upload") == "claimed")
   }
 
   @Test func suspendReleasesTheClaimAndResumeTakesItBack() throws {
     let container = try SharedContainer(directory: directory.path)
     let audio = try container.presence("audio")
     let app = try Peer(container: directory.path)
-    try app.send("claim audio playing")
+    try app.send(.claim, "audio", "playing")
     #expect(try audio.isActive)
 
-    try app.send("suspend")
+    try app.send(.suspend)
     #expect(try !audio.isActive)
-    #expect(try app.ask("claim other").hasPrefix("error suspended"))
+    #expect(try app.ask(.claim, "other").hasPrefix("error suspended"))
 
-    try app.send("resume")
+    try app.send(.resume)
     #expect(try audio.isActive)
     #expect(try audio.holder?.processID == app.pid)
     #expect(try audio.holder?.info == "playing")
@@ -140,7 +143,7 @@ struct PresenceTests {
     let claim = try container.presence("camera").claim()
     container.suspend()
     let other = try Peer(container: directory.path)
-    try other.send("claim camera theirs")
+    try other.send(.claim, "camera", "theirs")
     claim.release()
     #expect(try container.presence("camera").holder?.processID == other.pid)
     #expect(try container.presence("camera").holder?.info == "theirs")

@@ -11,22 +11,22 @@ struct SignalTests {
   @Test func anObserverSubscribedBeforeAPostReceivesItsState() throws {
     let observer = try Peer(container: directory.path)
     let poster = try Peer(container: directory.path)
-    try observer.send("observe notes-changed")
-    try poster.send("post notes-changed 42")
-    #expect(try observer.send("next") == "notes-changed 42 1")
-    try poster.send("post notes-changed")
-    #expect(try observer.send("next") == "notes-changed 42 2")
+    try observer.send(.observe, "notes-changed")
+    try poster.send(.post, "notes-changed", "42")
+    #expect(try observer.send(.next) == "notes-changed 42 1")
+    try poster.send(.post, "notes-changed")
+    #expect(try observer.send(.next) == "notes-changed 42 2")
     #expect(try SharedContainer(directory: directory.path).signal("notes-changed").state == 42)
   }
 
   @Test func aBurstOfPostsCoalescesAndEndsOnTheLastState() throws {
     let observer = try Peer(container: directory.path)
     let poster = try Peer(container: directory.path)
-    try observer.send("observe burst")
-    try poster.send("burst burst 1000")
+    try observer.send(.observe, "burst")
+    try poster.send(.burst, "burst", "1000")
     var received: [String] = []
     while true {
-      let answer = try observer.send("next 1000")
+      let answer = try observer.send(.next, "1000")
       if answer == "none" { break }
       received.append(answer)
     }
@@ -36,51 +36,51 @@ struct SignalTests {
 
   @Test func sixteenObserverProcessesAllReceiveOnePost() throws {
     let observers = try (0..<16).map { _ in try Peer(container: directory.path) }
-    for observer in observers { try observer.send("observe broadcast") }
+    for observer in observers { try observer.send(.observe, "broadcast") }
     try SharedContainer(directory: directory.path).signal("broadcast").post(state: 7)
     for observer in observers {
-      #expect(try observer.send("next") == "broadcast 7 1")
+      #expect(try observer.send(.next) == "broadcast 7 1")
     }
   }
 
   @Test(.enabled(if: readsProc, "reads /proc (Linux)")) func oneProcessObserves200NamesWithOneWatcherThread() throws {
     let observer = try Peer(container: directory.path)
-    #expect(try observer.send("threads-named liaison-events") == "0")
-    try observer.send("observe-many name 200")
-    #expect(try observer.send("threads-named liaison-events") == "1")
+    #expect(try observer.send(.threadsNamed, "liaison-events") == "0")
+    try observer.send(.observeMany, "name", "200")
+    #expect(try observer.send(.threadsNamed, "liaison-events") == "1")
     let container = try SharedContainer(directory: directory.path)
     try container.signal("name-137").post(state: 5)
-    #expect(try observer.send("next") == "name-137 5 1")
+    #expect(try observer.send(.next) == "name-137 5 1")
     try container.signal("name-3").post(state: 6)
-    #expect(try observer.send("next") == "name-3 6 1")
+    #expect(try observer.send(.next) == "name-3 6 1")
   }
 
   @Test func ownPostsCanBeIgnored() throws {
     let observer = try Peer(container: directory.path)
-    try observer.send("observe mine ignore-own")
-    try observer.send("post mine 1")
-    #expect(try observer.send("next 300") == "none")
+    try observer.send(.observe, "mine", "ignore-own")
+    try observer.send(.post, "mine", "1")
+    #expect(try observer.send(.next, "300") == "none")
     try SharedContainer(directory: directory.path).signal("mine").post(state: 2)
-    #expect(try observer.send("next") == "mine 2 2")
+    #expect(try observer.send(.next) == "mine 2 2")
   }
 
   @Test func settingTheStateDoesNotNotify() throws {
     let observer = try Peer(container: directory.path)
-    try observer.send("observe quiet")
+    try observer.send(.observe, "quiet")
     let signal = try SharedContainer(directory: directory.path).signal("quiet")
     try signal.setState(9)
     #expect(try signal.state == 9)
     try signal.post()
     // The first notification is the post's: setting the state delivered nothing.
-    #expect(try observer.send("next") == "quiet 9 1")
+    #expect(try observer.send(.next) == "quiet 9 1")
   }
 
   @Test func aKilledObserverLeavesNothingThatGrowsAndPostersCarryOn() throws {
     let observer = try Peer(container: directory.path)
-    try observer.send("observe crash")
+    try observer.send(.observe, "crash")
     let signal = try SharedContainer(directory: directory.path).signal("crash")
     try signal.post(state: 1)
-    #expect(try observer.send("next") == "crash 1 1")
+    #expect(try observer.send(.next) == "crash 1 1")
     let before = try folderSnapshot()
     observer.kill()
     for state in 2...101 { try signal.post(state: UInt64(state)) }
@@ -90,7 +90,7 @@ struct SignalTests {
 
   @Test(.enabled(if: readsProc, "reads /proc (Linux)")) func endingObservationsReturnsDescriptorsAndThreads() throws {
     let peer = try Peer(container: directory.path)
-    let report = try peer.send("signal-residue residue").split(separator: " ")
+    let report = try peer.send(.signalResidue, "residue").split(separator: " ")
     #expect(report[0] == report[2], "descriptors before \(report[0]), after \(report[2])")
     #expect(report[1] == report[3], "threads before \(report[1]), after \(report[3])")
     #expect(report[4] == "liaison-threads=0")
@@ -100,17 +100,17 @@ struct SignalTests {
     throws
   {
     let peer = try Peer(container: directory.path)
-    #expect(try peer.send("lapse-residue brief") == "liaison-threads=0")
+    #expect(try peer.send(.lapseResidue, "brief") == "liaison-threads=0")
   }
 
   @Test func extremeSequenceNumbersAreDeliveredWithoutTrapping() throws {
     let observer = try Peer(container: directory.path)
-    try observer.send("observe extreme")
+    try observer.send(.observe, "extreme")
     let path = directory.path + "/.liaison/signals/extreme"
     for sequence: UInt64 in [1 << 63 + 10, .max] {
       let record = SignalFile.Record(sequence: sequence, state: 3, poster: 1)
       try Data(SignalFile.encode(record)).write(to: URL(fileURLWithPath: path))
-      #expect(try observer.send("next") == "extreme 3 \(sequence)")
+      #expect(try observer.send(.next) == "extreme 3 \(sequence)")
     }
   }
 
@@ -128,7 +128,7 @@ struct SignalTests {
         }
       }
       #expect(observations.withLock { $0.count } == 4)
-      try poster.send("post \(name) 1")
+      try poster.send(.post, name, "1")
       for _ in 0..<4 {
         #expect(received.wait(timeout: .now() + 10) == .success, "round \(round)")
       }
@@ -139,7 +139,7 @@ struct SignalTests {
     let container = try SharedContainer(directory: directory.path)
     let notes = try container.signal("async").notifications()
     let poster = try Peer(container: directory.path)
-    try poster.send("post async 77")
+    try poster.send(.post, "async", "77")
     var iterator = notes.makeAsyncIterator()
     let note = await iterator.next()
     #expect(note?.state == 77)
@@ -166,7 +166,7 @@ struct SignalTests {
     }
     try #require(observation.withLock { $0 } != nil)
     let poster = try Peer(container: directory.path)
-    try poster.send("post inline 5")
+    try poster.send(.post, "inline", "5")
     #expect(delivered.wait(timeout: .now() + 60) == .success)
     // A second post, then a post on another signal observed from a queue: once that one is
     // delivered, the event loop has read past the second post of `inline` too.
@@ -175,8 +175,8 @@ struct SignalTests {
       marker.withLock { $0 = note.state }
     }
     defer { markerObservation.cancel() }
-    try poster.send("post inline 6")
-    try poster.send("post marker 1")
+    try poster.send(.post, "inline", "6")
+    try poster.send(.post, "marker", "1")
     try waitUntil("the marker is delivered") { marker.withLock { $0 } == 1 }
     #expect(received.withLock { $0 } == [5])
     #expect(onOtherThread.withLock { $0 })
@@ -220,60 +220,60 @@ struct SignalTests {
 struct PresenceChangeTests {
   let directory = TemporaryDirectory()
 
-  @Test func aKilledClaimantIsSeenReleasedByAThirdProcessWithin100Milliseconds() throws {
+  @Test func aKilledClaimantIsSeenReleasedByAThirdProcess() throws {
     let watcher = try Peer(container: directory.path)
-    try watcher.send("watch-presence recording")
-    #expect(try watcher.send("next-change").hasPrefix("released"))  // the state at the start
+    try watcher.send(.watchPresence, "recording")
+    #expect(try watcher.send(.nextChange).hasPrefix("released"))  // the state at the start
 
     let app = try Peer(container: directory.path)
-    try app.send("claim recording")
-    #expect(try watcher.send("next-change").hasPrefix("claimed \(app.pid) "))
+    try app.send(.claim, "recording")
+    #expect(try watcher.send(.nextChange).hasPrefix("claimed \(app.pid) "))
 
     let killedAt = monotonicNanoseconds()
     app.kill()
-    let answer = try watcher.send("next-change").split(separator: " ")
+    let answer = try watcher.send(.nextChange).split(separator: " ")
     #expect(answer.first == "released")
     let receivedAt = try #require(UInt64(answer.last ?? ""))
-    let elapsed = Double(receivedAt - killedAt) / 1e6
-    #expect(elapsed < 100, "released seen \(elapsed) ms after SIGKILL")
+    // How soon is the benchmark's presence.release.kill.
+    #expect(receivedAt > killedAt, "the release was seen before the claimant was killed")
   }
 
   @Test func claimsAndReleasesAreReportedInOrder() throws {
     let watcher = try Peer(container: directory.path)
-    try watcher.send("watch-presence sync")
-    #expect(try watcher.send("next-change").hasPrefix("released"))
+    try watcher.send(.watchPresence, "sync")
+    #expect(try watcher.send(.nextChange).hasPrefix("released"))
     let container = try SharedContainer(directory: directory.path)
     let claim = try container.presence("sync").claim()
-    #expect(try watcher.send("next-change").hasPrefix("claimed \(getpid()) "))
+    #expect(try watcher.send(.nextChange).hasPrefix("claimed \(getpid()) "))
     claim.release()
-    #expect(try watcher.send("next-change").hasPrefix("released"))
+    #expect(try watcher.send(.nextChange).hasPrefix("released"))
     let lease = try container.presence("sync").lease(for: .milliseconds(300))
-    #expect(try watcher.send("next-change").hasPrefix("claimed \(getpid()) "))
+    #expect(try watcher.send(.nextChange).hasPrefix("claimed \(getpid()) "))
     lease.release()
-    #expect(try watcher.send("next-change").hasPrefix("released"))
+    #expect(try watcher.send(.nextChange).hasPrefix("released"))
   }
 
   @Test func anExtremeLeaseExpiryDoesNotTrapTheWatcher() throws {
     let watcher = try Peer(container: directory.path)
-    try watcher.send("watch-presence forever")
-    #expect(try watcher.send("next-change").hasPrefix("released"))
+    try watcher.send(.watchPresence, "forever")
+    #expect(try watcher.send(.nextChange).hasPrefix("released"))
     let record = PresenceHolder(
       kind: .lease, processID: watcher.pid, since: Date(), info: nil, leaseExpiry: .max - 10, leaseToken: 7)
     try Data(PresenceRecord.encode(record)).write(
       to: URL(fileURLWithPath: directory.path + "/.liaison/presence/forever"))
-    #expect(try watcher.send("next-change").hasPrefix("claimed \(watcher.pid) "))
-    #expect(try watcher.send("counts").isEmpty == false)  // still alive
+    #expect(try watcher.send(.nextChange).hasPrefix("claimed \(watcher.pid) "))
+    #expect(try watcher.send(.counts).isEmpty == false)  // still alive
   }
 
   @Test func aLapsedLeaseIsReportedReleased() throws {
     let watcher = try Peer(container: directory.path)
-    try watcher.send("watch-presence upload")
-    #expect(try watcher.send("next-change").hasPrefix("released"))
+    try watcher.send(.watchPresence, "upload")
+    #expect(try watcher.send(.nextChange).hasPrefix("released"))
     let holder = try Peer(container: directory.path)
-    try holder.send("lease upload 300")
-    #expect(try watcher.send("next-change").hasPrefix("claimed \(holder.pid) "))
+    try holder.send(.lease, "upload", "300")
+    #expect(try watcher.send(.nextChange).hasPrefix("claimed \(holder.pid) "))
     holder.child.kill(SIGSTOP)  // no more renewals
-    #expect(try watcher.send("next-change 5000").hasPrefix("released"))
+    #expect(try watcher.send(.nextChange, "5000").hasPrefix("released"))
     holder.child.kill(SIGCONT)
   }
 

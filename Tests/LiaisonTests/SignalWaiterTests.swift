@@ -21,7 +21,7 @@ struct SignalWaiterTests {
     let signal = try SharedContainer(directory: directory.path).signal("ring")
     let waiter = try SignalWaiter(signal)
     let waiting = Task { await waiter.wait() }
-    try await Task.sleep(for: .milliseconds(50))  // the waiting case is the usual one; both pass
+    try await waitUntilOffThePool("the wait is suspended") { waiter.suspendedWaits == 1 }
     try signal.post()
     #expect(await ended(within: 10) { await waiting.value } == true)
   }
@@ -30,7 +30,7 @@ struct SignalWaiterTests {
   func cancellingEndsTheWaitWithFalse(waitingFirst: Bool) async throws {
     let waiter = try SignalWaiter(try SharedContainer(directory: directory.path).signal("ring"))
     let waiting = Task { await waiter.wait() }
-    if waitingFirst { try await Task.sleep(for: .milliseconds(50)) }
+    if waitingFirst { try await waitUntilOffThePool("the wait is suspended") { waiter.suspendedWaits == 1 } }
     waiting.cancel()
     #expect(await ended(within: 10) { await waiting.value } == false)
   }
@@ -39,7 +39,7 @@ struct SignalWaiterTests {
   func closingEndsTheWaitWithFalseAndLaterWaitsAtOnce(waitingFirst: Bool) async throws {
     let waiter = try SignalWaiter(try SharedContainer(directory: directory.path).signal("ring"))
     let waiting = Task { await waiter.wait() }
-    if waitingFirst { try await Task.sleep(for: .milliseconds(50)) }
+    if waitingFirst { try await waitUntilOffThePool("the wait is suspended") { waiter.suspendedWaits == 1 } }
     waiter.close()
     #expect(await ended(within: 10) { await waiting.value } == false)
     #expect(await ended(within: 10) { await waiter.wait() } == false)

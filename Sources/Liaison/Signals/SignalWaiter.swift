@@ -68,6 +68,10 @@ package final class SignalWaiter: Sendable {
     return !Task.isCancelled && !state.withLock { $0.closed }
   }
 
+  /// How many waits are suspended, waiting for a post (for the tests: a wait seen here takes the
+  /// waiting path).
+  var suspendedWaits: Int { state.withLock { $0.waiters.count } }
+
   /// Ends the subscription; waits in progress return `false`.
   package func close() {
     subscription.withLock { $0.take() }?.cancel()
