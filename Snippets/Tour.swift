@@ -1,75 +1,79 @@
 // A short tour of the parts: the README and the DocC pages show the slices of this file, which
 // the package builds (`swift build`), so that a renamed API breaks the build, not the docs.
+//
+// Each slice sits in an `async` function, where a reader's code is (the `async` forms are the
+// ones chosen there), with nothing declared around it but the stand-ins that the README names for
+// the reader's own code.
 // snippet.hide
 import Foundation
 import GRDB
 import Liaison
 import LiaisonStore
 
+// The reader's own code, as the README names it.
 struct OAuthToken: Codable, Equatable, Sendable {
   var value: String
   var expiresAt: Date
   var isExpired: Bool { expiresAt < Date() }
 }
-struct Draft { let id = "draft-1" }
-struct API { func refreshToken() async throws -> OAuthToken { OAuthToken(value: "", expiresAt: Date()) } }
-struct Library { func add<Item>(_ item: Item) throws {} }
-
 func readToken() throws -> OAuthToken { OAuthToken(value: "", expiresAt: Date()) }
 func writeToken(_ token: OAuthToken) throws {}
 func fetchNewToken() async throws -> OAuthToken { try readToken() }
+func recordEpisode() async throws {}
 func reloadNotes(since revision: UInt64) {}
-func reload(_ revision: UInt64) {}
+func save<Item>(_ item: Item) throws {}
 func show<Value>(_ value: Value) {}
-
-let api = API()
-let library = Library()
-let draft = Draft()
-let url = URL(fileURLWithPath: "/")
 let revision: UInt64 = 1
-let link = "https://example.com"
-let token = OAuthToken(value: "", expiresAt: Date())
+let url = URL(fileURLWithPath: "/")
+let account = "ada"
 
-// snippet.show
-// snippet.presence
-let container = try SharedContainer(directory: "/var/run/recorder")  // or appGroup: on Apple platforms
-let recording = try container.presence("recording")
+func presenceTour() async throws {
+  // snippet.show
+  // snippet.presence
+  let container = try SharedContainer(directory: "/var/run/recorder")  // or appGroup: on Apple platforms
+  let recording = try container.presence("recording")
 
-// In the app, for as long as it records:
-let claim = try recording.claim(info: "episode 7")
-defer { claim.release() }
+  // In the app, for as long as it records (released when the body ends, at once if the app dies):
+  try await recording.withClaim(info: "episode 7") { _ in try await recordEpisode() }
 
-// In the widget, or any other process:
-if let holder = try recording.holder {
-  print("recording in pid \(holder.processID): \(holder.info ?? "")")
+  // In the widget, or any other process:
+  if let holder = try recording.holder {
+    print("recording in pid \(holder.processID): \(holder.info ?? "")")
+  }
+  let running = try recording.isActive  // a non-blocking probe, about 2 µs
+  // snippet.hide
+  show(running)
+  // snippet.end
 }
-let running = try recording.isActive  // a non-blocking probe, about 2 µs
-// snippet.end
-// snippet.hide
 
-// snippet.show
-// snippet.lock
-let refresh = try container.lock("token-refresh")
-try await refresh.withLock(timeout: .seconds(10)) {
-  let token = try readToken()
-  if token.isExpired { try writeToken(await fetchNewToken()) }  // re-check under the lock
+func lockTour(_ container: SharedContainer) async throws {
+  // snippet.show
+  // snippet.lock
+  let refresh = try container.lock("token-refresh")
+  try await refresh.withLock(timeout: .seconds(10)) {
+    let token = try readToken()
+    if token.isExpired { try writeToken(await fetchNewToken()) }  // re-check under the lock
+  }
+  // snippet.end
+  // snippet.hide
 }
-// snippet.end
-// snippet.hide
 
-// snippet.show
-// snippet.signal
-// In the share extension, after saving:
-try container.signal("notes-changed").post(state: revision)
+func signalTour(_ container: SharedContainer) async throws {
+  // snippet.show
+  // snippet.signal
+  // In the share extension, after saving:
+  try await container.signal("notes-changed").post(state: revision)
 
-// In the app:
-for await note in try container.signal("notes-changed").notifications(ignoringOwnPosts: true) {
-  reloadNotes(since: note.state)
+  // In the app:
+  for await note in try await container.signal("notes-changed").notifications(ignoringOwnPosts: true) {
+    reloadNotes(since: note.state)
+  }
+  // Or, with a callback, from code that is not async too:
+  let observation = try container.signal("notes-changed").observe(on: .main) { reloadNotes(since: $0.state) }
+  // snippet.hide
+  show(observation)
+  // snippet.end
 }
-// Or, from code that is not async:
-let observation = try container.signal("notes-changed").observe(on: .main) { note in reload(note.state) }
-// snippet.end
-// snippet.hide
 
 // snippet.show
 // snippet.defaults-keys
@@ -77,48 +81,45 @@ extension DefaultsKey where Value == OAuthToken { static let token = DefaultsKey
 // snippet.end
 // snippet.hide
 
-func defaultsTour() async throws {
+func defaultsTour(_ container: SharedContainer) async throws {
   // snippet.show
   // snippet.defaults
   let auth = try await container.defaults("auth")
-  try await auth.set(token, for: .token)  // every process sees it once this returns
-  let current = try auth.get(.token)  // about 0.1 µs, from the cache
-  try await auth.update(DefaultsKey<Int>("launches")) { ($0 ?? 0) + 1 }  // atomic across processes
+  try await auth.set(try await fetchNewToken(), for: .token)  // every process sees it once this returns
+  let current = try await auth.get(.token)  // from this process's cache: about 0.1 µs
+  let launches = try await auth.update(DefaultsKey<Int>("launches")) { ($0 ?? 0) + 1 }  // atomic; the new value
+  let lastSync = try DefaultsKey<Date>(validating: "last-sync-\(account)")  // a name made at run time, checked
 
   // The app, the widget and the keyboard all find the token expired at once: one refresh.
   let fresh = try await auth.refresh(
-    .token, timeout: .seconds(10), isFresh: { !$0.isExpired }, using: { try await api.refreshToken() })
+    .token, timeout: .seconds(10), isFresh: { !$0.isExpired }, using: { try await fetchNewToken() })
 
   for try await value in try auth.changes(of: .token) { show(value) }  // now, then each change
   // snippet.hide
-  show((current, fresh))
+  show((current, launches, lastSync, fresh))
   // snippet.end
 }
-// snippet.show
 
-// snippet.hide
-func mailboxTour() async throws {
+func mailboxTour(_ container: SharedContainer) async throws {
   // snippet.show
   // snippet.mailbox
   struct SavedLink: Codable, Sendable { let url: URL }
 
   // In the share extension, whether or not the app is running:
   let inbox = try await container.mailbox("inbox", sender: "share-extension")
-  try await inbox.send(SavedLink(url: url), id: draft.id)  // a retry with the same id stores nothing
+  try await inbox.send(SavedLink(url: url), id: url.absoluteString)  // a retry with the same id stores nothing
 
   // In the app, the mailbox's one receiver:
-  let receiver = try inbox.receiver()
+  let receiver = try await inbox.receiver()
   for try await envelope in receiver.messages(SavedLink.self) {
-    try library.add(envelope.payload)  // envelope: id, sentAt, sender, payload
+    try save(envelope.payload)  // envelope: id, sentAt, sender, payload
     try await receiver.acknowledge(envelope)  // gone for good, for every receiver
   }
   // snippet.end
   // snippet.hide
 }
-// snippet.show
 
-// snippet.hide
-func databaseTour() async throws {
+func databaseTour(_ container: SharedContainer) async throws {
   // snippet.show
   // snippet.database
   var migrator = DatabaseMigrator()
@@ -132,7 +133,7 @@ func databaseTour() async throws {
 
   // In the share extension:
   try await journal.pool.write { db in
-    try db.execute(sql: "INSERT INTO entry (text) VALUES (?)", arguments: [link])
+    try db.execute(sql: "INSERT INTO entry (text) VALUES (?)", arguments: [url.absoluteString])
   }
 
   // In the app, this GRDB observation updates when the extension commits:
@@ -141,4 +142,3 @@ func databaseTour() async throws {
   // snippet.end
   // snippet.hide
 }
-// snippet.show
