@@ -172,10 +172,15 @@ public struct MailboxReceipt: Sendable, Hashable {
 /// It receives until ``close()``; a receiver dropped without `close()` is closed too (on
 /// PostgreSQL in the background), and the messages it did not acknowledge go to the next one.
 public protocol CoordinationReceiver: Sendable {
-  /// The messages, decoded as `Payload`, as a sequence that waits for new ones: the receiver's
-  /// main loop. Messages are read `batchSize` at a time; a message that cannot be decoded is
-  /// quarantined and skipped.
-  func messages<Payload: Decodable & Sendable>(_ type: Payload.Type, batchSize: Int) -> MailboxMessages<Payload>
+  /// The next message, decoded as `Payload`, waiting (without polling) until there is one; `nil`
+  /// when the task is cancelled. Reads up to `batchSize` messages from the store at once and
+  /// keeps the others for the next calls, which deliver them first. A message that cannot be
+  /// decoded is quarantined and skipped. ``messages(_:batchSize:)`` is the loop of it.
+  ///
+  /// - Throws: ``LiaisonError/Code/closed`` once closed; ``LiaisonError/Code/lost`` or
+  ///   ``LiaisonError/Code/suspended`` when the receiver was ended.
+  func nextMessage<Payload: Decodable & Sendable>(_ type: Payload.Type, batchSize: Int)
+    async throws(LiaisonError) -> MailboxEnvelope<Payload>?
   /// Up to `limit` messages, waiting (without polling) until there is at least one, at most
   /// `timeout` (`nil`: as long as it takes; `.zero`: those waiting now, perhaps none).
   ///
@@ -194,30 +199,48 @@ public protocol CoordinationReceiver: Sendable {
   func close() async
 }
 
+extension CoordinationReceiver {
+  /// The messages, decoded as `Payload`, as an `AsyncSequence` that waits for new ones: the
+  /// receiver's main loop. Acknowledge each once handled.
+  ///
+  /// ```swift
+  /// for try await envelope in receiver.messages(Upload.self) {
+  ///   try await store(envelope.payload)
+  ///   try await receiver.acknowledge([envelope], timeout: nil)
+  /// }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - type: the type to decode the payloads as; a message that cannot be decoded as it is
+  ///     quarantined and skipped.
+  ///   - batchSize: how many messages one read from the store fetches at most.
+  public func messages<Payload: Decodable & Sendable>(
+    _ type: Payload.Type = Payload.self, batchSize: Int = 64
+  ) -> MailboxMessages<Self, Payload> {
+    MailboxMessages(receiver: self, batchSize: max(1, batchSize))
+  }
+}
+
 /// A receiver's messages as an `AsyncSequence` that waits for new ones (see
 /// ``CoordinationReceiver/messages(_:batchSize:)``). It ends when the task is cancelled, and
 /// throws when the receiver is closed or lost, or the store fails. The messages read ahead stay
 /// with the receiver, so that leaving the loop early loses none of them.
-public struct MailboxMessages<Payload: Decodable & Sendable>: AsyncSequence, Sendable {
+public struct MailboxMessages<Receiver: CoordinationReceiver, Payload: Decodable & Sendable>: AsyncSequence, Sendable {
   public typealias Element = MailboxEnvelope<Payload>
 
-  let next: @Sendable () async throws(LiaisonError) -> MailboxEnvelope<Payload>?
+  let receiver: Receiver
+  let batchSize: Int
 
-  /// A sequence whose every element `next` returns; `next` returns `nil` when the task is
-  /// cancelled. Each backend makes its receiver's.
-  package init(next: @escaping @Sendable () async throws(LiaisonError) -> MailboxEnvelope<Payload>?) {
-    self.next = next
-  }
-
-  public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(next: next) }
+  public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(receiver: receiver, batchSize: batchSize) }
 
   /// The iterator of a ``MailboxMessages``.
   public struct AsyncIterator: AsyncIteratorProtocol {
-    let next: @Sendable () async throws(LiaisonError) -> MailboxEnvelope<Payload>?
+    let receiver: Receiver
+    let batchSize: Int
 
     /// The next message, waiting for one; `nil` when the task is cancelled.
     public mutating func next() async throws(LiaisonError) -> MailboxEnvelope<Payload>? {
-      try await next()
+      try await receiver.nextMessage(Payload.self, batchSize: batchSize)
     }
   }
 }

@@ -1,3 +1,5 @@
+import Dispatch
+
 /// A subscription to a signal that tasks wait on again and again, for as long as it lives: the
 /// store's receivers keep one instead of subscribing before every wait (each subscription can
 /// start and end the process's event-loop thread).
@@ -38,10 +40,46 @@ package final class SignalWaiter: Sendable {
   ///
   /// - Returns: `false` when the task was cancelled or the waiter closed.
   package func wait() async -> Bool {
+    await wait(until: nil) != .ended
+  }
+
+  /// How a timed wait ended.
+  package enum Outcome: Sendable {
+    /// A post came.
+    case posted
+    /// The deadline passed first.
+    case timedOut
+    /// The task was cancelled, or the waiter closed.
+    case ended
+  }
+
+  /// Waits for a post made since the previous wait returned, at most until `deadline` (`nil`: no
+  /// deadline).
+  package func wait(until deadline: ContinuousClock.Instant?) async -> Outcome {
     let id = state.withLock { state in
       state.nextID += 1
       return state.nextID
     }
+    // The deadline ends the wait as a cancellation would, and is remembered as the reason.
+    let timedOut = Locked(false)
+    let timer = deadline.map { deadline in
+      let item = DispatchWorkItem { [state] in
+        let waiter = state.withLock { state in
+          guard let waiter = state.waiters.removeValue(forKey: id) else {
+            state.cancelled.insert(id)
+            return nil as CheckedContinuation<Void, Never>?
+          }
+          return waiter
+        }
+        timedOut.withLock { $0 = true }
+        waiter?.resume()
+      }
+      let left = max(.zero, deadline - .now)
+      DispatchQueue.global().asyncAfter(
+        deadline: .now() + .nanoseconds(Int(clamping: left.clampedNanoseconds)), execute: item)
+      return item
+    }
+    defer { timer?.cancel() }
     await withTaskCancellationHandler {
       await withCheckedContinuation { continuation in
         let now = state.withLock { state -> Bool in
@@ -65,7 +103,8 @@ package final class SignalWaiter: Sendable {
       waiter?.resume()
     }
     state.withLock { _ = $0.cancelled.remove(id) }
-    return !Task.isCancelled && !state.withLock { $0.closed }
+    if Task.isCancelled || state.withLock({ $0.closed }) { return .ended }
+    return timedOut.withLock { $0 } ? .timedOut : .posted
   }
 
   /// How many waits are suspended, waiting for a post (for the tests: a wait seen here takes the

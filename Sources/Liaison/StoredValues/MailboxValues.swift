@@ -147,6 +147,12 @@ extension StoredValue {
   package func decodeMessage<Payload: Decodable>(as type: Payload.Type, using decoder: JSONDecoder)
     -> Result<Payload, UndecodableMessage>
   {
+    decodeMessage(using: decoder)
+  }
+
+  /// ``decodeMessage(as:using:)``, with the type inferred: for a `@Sendable` closure, which must
+  /// not capture a generic metatype.
+  package func decodeMessage<Payload: Decodable>(using decoder: JSONDecoder) -> Result<Payload, UndecodableMessage> {
     if let data = bytes as? Payload { return .success(data) }
     guard kind == .json else { return .failure(UndecodableMessage(reason: "it is raw bytes (sent as Data)")) }
     do {

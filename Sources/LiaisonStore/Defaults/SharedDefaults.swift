@@ -265,7 +265,9 @@ public final class SharedDefaults: Sendable {
     _ key: DefaultsKey<Value>, timeout: Duration? = nil, isolation: isolated (any Actor)? = #isolation,
     _ transform: (Value?) throws -> Value?
   ) async throws -> Value? {
-    try await transaction(timeout: timeout) { transaction in try Self.apply(transform, to: key, in: transaction) }
+    try await transaction(timeout: timeout, isolation: isolation) { transaction in
+      try Self.apply(transform, to: key, in: transaction)
+    }
   }
 
   private static func apply<Value>(
@@ -301,13 +303,14 @@ public final class SharedDefaults: Sendable {
 
   /// Runs `body` as one transaction over the domain, atomically across processes, waiting for
   /// other processes' writes without blocking the cooperative pool; `body` runs once the store's
-  /// lock is held.
+  /// lock is held, in the caller's isolation (`isolation`).
   public func transaction<Result>(
-    timeout: Duration? = nil, _ body: (DefaultsTransaction) throws -> Result
+    timeout: Duration? = nil, isolation: isolated (any Actor)? = #isolation,
+    _ body: (DefaultsTransaction) throws -> Result
   ) async throws -> Result {
     var failure: (any Error)?
     do {
-      return try await write(timeout: timeout) { db in try run(body, in: db, failure: &failure) }
+      return try await write(timeout: timeout, isolation: isolation) { db in try run(body, in: db, failure: &failure) }
     } catch {
       throw failure ?? error
     }
@@ -341,8 +344,10 @@ public final class SharedDefaults: Sendable {
   }
 
   /// The `async` twin of ``write(timeout:_:)``.
-  func write<T>(timeout: Duration?, _ body: (Database) throws -> T) async throws(LiaisonError) -> T {
-    try await store.write(slot: slot, timeout: timeout, ring: ringAfterCommit, body)
+  func write<T>(
+    timeout: Duration?, isolation: isolated (any Actor)? = #isolation, _ body: (Database) throws -> T
+  ) async throws(LiaisonError) -> T {
+    try await store.write(slot: slot, timeout: timeout, ring: ringAfterCommit, isolation: isolation, body)
   }
 
   // MARK: Observing

@@ -67,27 +67,25 @@ public final class MailboxReceiver: Sendable {
 
   // MARK: Receiving
 
-  /// The messages, decoded as `Payload`, as an `AsyncSequence` that waits for new ones: the
-  /// receiver's main loop. Acknowledge each with ``acknowledge(_:timeout:)-73fhw`` once handled.
+  /// The next message, decoded as `Payload`, waiting (without polling) until there is one; `nil`
+  /// when the task is cancelled: what ``/Liaison/CoordinationReceiver/messages(_:batchSize:)``,
+  /// the receiver's main loop, calls. Reads up to `batchSize` messages from the store at once;
+  /// those read ahead stay with the receiver, whichever call asks next.
   ///
-  /// A message that cannot be decoded as `Payload` is quarantined (see ``Mailbox``) and skipped.
-  /// The sequence ends with an error if the store fails or the receiver is closed or suspended;
-  /// cancelling the task ends it.
-  public func messages<Payload: Decodable & Sendable>(
-    _ type: Payload.Type = Payload.self, batchSize: Int = 64
-  ) -> MailboxMessages<Payload> {
-    let batchSize = max(1, batchSize)
+  /// - Throws: ``/Liaison/LiaisonError/Code/closed`` once closed; ``/Liaison/LiaisonError/Code/suspended``
+  ///   when a suspension of the container ended the receiver; a ``/Liaison/LiaisonError`` when the
+  ///   store fails.
+  public func nextMessage<Payload: Decodable & Sendable>(_ type: Payload.Type = Payload.self, batchSize: Int = 64)
+    async throws(LiaisonError) -> MailboxEnvelope<Payload>?
+  {
     let decode = Self.decoding(Payload.self, using: JSONDecoder())
-    // Messages are read from the store `batchSize` at a time; the ones read ahead stay with the
-    // receiver, so that leaving the loop early loses none of them.
-    return MailboxMessages { [self] () async throws(LiaisonError) -> MailboxEnvelope<Payload>? in
-      do {
-        return try await waitForMessages { () throws(LiaisonError) in
-          try deliver(limit: 1, readAhead: batchSize, decode: decode)
-        }.first
-      } catch where error.code == .cancelled {
-        return nil
-      }
+    let batchSize = max(1, batchSize)
+    do {
+      return try await waitForMessages(until: nil) { () throws(LiaisonError) in
+        try deliver(limit: 1, readAhead: batchSize, decode: decode)
+      }.first
+    } catch where error.code == .cancelled {
+      return nil
     }
   }
 
@@ -101,17 +99,15 @@ public final class MailboxReceiver: Sendable {
   public func receive<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64, timeout: Duration? = nil
   ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
+    try ProcessLock.check(timeout)
     let decode = Self.decoding(Payload.self, using: JSONDecoder())
     if timeout == .zero {
       let delivery = try deliver(limit: limit, readAhead: limit, decode: decode)
       try await setAside(delivery.quarantine)
       return delivery.envelopes
     }
-    return try await withTimeout(timeout, "waiting for a message in the mailbox '\(mailbox.name)'") {
-      () async throws(LiaisonError) in
-      try await self.waitForMessages { () throws(LiaisonError) in
-        try self.deliver(limit: limit, readAhead: limit, decode: decode)
-      }
+    return try await waitForMessages(until: timeout.map { .now + $0 }) { () throws(LiaisonError) in
+      try deliver(limit: limit, readAhead: limit, decode: decode)
     }
   }
 
@@ -134,10 +130,10 @@ public final class MailboxReceiver: Sendable {
   static func decoding<Payload: Decodable>(_ type: Payload.Type, using decoder: JSONDecoder)
     -> (StoredValue) -> Result<Payload, UndecodableMessage>
   {
-    { payload in
-      payload.decodeMessage(as: Payload.self, using: decoder).mapError {
-        UndecodableMessage(reason: "cannot be read as \(Payload.self): \($0.reason)")
-      }
+    let typeName = "\(Payload.self)"
+    return { payload in
+      let decoded: Result<Payload, UndecodableMessage> = payload.decodeMessage(using: decoder)
+      return decoded.mapError { UndecodableMessage(reason: "cannot be read as \(typeName): \($0.reason)") }
     }
   }
 
@@ -149,7 +145,7 @@ public final class MailboxReceiver: Sendable {
 
   /// ``receiveAvailableStored(limit:)``, waiting until there is at least one message.
   package func receiveStored(limit: Int) async throws(LiaisonError) -> [MailboxEnvelope<MailboxPayload>] {
-    try await waitForMessages { () throws(LiaisonError) in
+    try await waitForMessages(until: nil) { () throws(LiaisonError) in
       try deliver(limit: limit, readAhead: limit) { .success($0.payload) }
     }
   }
@@ -157,16 +153,24 @@ public final class MailboxReceiver: Sendable {
   /// Calls `look` until it finds messages, waiting for the mailbox's signal in between, and
   /// quarantines what it could not decode; no wait (for a send, or for another process's write
   /// of the store) blocks a thread of the cooperative pool.
+  ///
+  /// - Parameter deadline: when to give up with ``/Liaison/LiaisonError/Code/timedOut`` (after one
+  ///   last look); `nil`: never.
   func waitForMessages<Payload>(
-    _ look: () throws(LiaisonError) -> Delivery<Payload>
+    until deadline: ContinuousClock.Instant?, _ look: () throws(LiaisonError) -> Delivery<Payload>
   ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
     // A send between the look and the wait is remembered by the waiter: the wait returns at once.
+    var timedOut = false
     while true {
       let delivery = try look()
       try await setAside(delivery.quarantine)
       if !delivery.envelopes.isEmpty { return delivery.envelopes }
-      guard await wakeUps.wait() else {
-        let what = "waiting for a message in the mailbox '\(mailbox.name)'"
+      let what = "waiting for a message in the mailbox '\(mailbox.name)'"
+      if timedOut { throw LiaisonError(.timedOut, "Gave up \(what): none came in time.") }
+      switch await wakeUps.wait(until: deadline) {
+      case .posted: continue
+      case .timedOut: timedOut = true
+      case .ended:
         if Task.isCancelled { throw .cancelled(what) }
         try checkHeld()  // closed
         throw .cancelled(what)
@@ -496,9 +500,10 @@ extension Mailbox {
     return try MailboxReceiver(mailbox: self, held: held)
   }
 
-  /// Forgets the ids acknowledged longer ago than ``acknowledgedIDRetention``, in every mailbox.
+  /// Forgets the ids acknowledged longer ago than ``/Liaison/MailboxReceipt/acknowledgedIDRetention``,
+  /// in every mailbox.
   static func forgetOldAcknowledgedIDs(_ db: Database, now: Double) throws {
-    let oldest = now - Double(acknowledgedIDRetention.components.seconds)
+    let oldest = now - Double(MailboxReceipt.acknowledgedIDRetention.components.seconds)
     try db.execute(sql: "DELETE FROM mailbox_acknowledged WHERE acknowledged_at < ?", arguments: [oldest])
   }
 }

@@ -210,7 +210,7 @@ final class StoreDatabase: Sendable {
   ///   task is cancelled while waiting.
   func write<T>(
     slot: Int? = nil, timeout: Duration? = nil, ring: ((_ waiting: Bool) -> Bool)? = nil,
-    _ body: (Database) throws -> T
+    isolation: isolated (any Actor)? = #isolation, _ body: (Database) throws -> T
   ) async throws(LiaisonError) -> T {
     try suspension.check()
     let held: LockGuard
