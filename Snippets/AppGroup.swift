@@ -18,7 +18,7 @@ func recordEpisode() throws {}
 // snippet.end
 // snippet.hide
 #else
-  let container = try SharedContainer(directory: NSTemporaryDirectory() + "group.com.example.notes")
+  let container = try SharedContainer(directory: NSTemporaryDirectory() + "group.com.example.notes", createIfMissing: true)
 #endif
 
 // snippet.show

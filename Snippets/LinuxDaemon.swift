@@ -20,7 +20,7 @@ func runDaemon() async throws {
   let settings = try await container.defaults("syncd")
   let interval = DefaultsKey<Int>("interval")
   Task {
-    for try await value in try settings.changes(of: interval) { reloadConfiguration(value) }
+    for try await value in try await settings.changes(of: interval) { reloadConfiguration(value) }
   }
 
   let jobs = try await container.mailbox("sync-jobs").receiver()

@@ -94,7 +94,7 @@ func defaultsTour(_ container: SharedContainer) async throws {
   let fresh = try await auth.refresh(
     .token, timeout: .seconds(10), isFresh: { !$0.isExpired }, using: { try await fetchNewToken() })
 
-  for try await value in try auth.changes(of: .token) { show(value) }  // now, then each change
+  for try await value in try await auth.changes(of: .token) { show(value) }  // now, then each change
   // snippet.hide
   show((current, launches, lastSync, fresh))
   // snippet.end

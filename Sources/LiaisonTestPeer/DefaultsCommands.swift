@@ -79,7 +79,11 @@ let defaultsCommands: [PeerCommandHandler] = [
     return try result.get()
   },
   PeerCommandHandler(.dwatch, "DOMAIN KEY   starts watching a key's changes → ok watching") { words in
-    let changes = try defaults(words[1]).changes(of: DefaultsKey<Int>(validating: words[2]))
+    let (domain, key) = (try defaults(words[1]), try DefaultsKey<Int>(validating: words[2]))
+    // Subscribed before the answer, so that a write the test makes after it is seen.
+    let changes = try blocking { () async -> Result<DefaultsValueChanges<SharedDefaults, Int>, LiaisonError> in
+      do throws(LiaisonError) { return .success(try await domain.changes(of: key)) } catch { return .failure(error) }
+    }.get()
     watches["defaults." + words[1]] = Task.detached {
       do {
         for try await value in changes { defaultsValues.put(value.map(String.init) ?? "nil") }

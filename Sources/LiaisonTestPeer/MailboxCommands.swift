@@ -25,7 +25,7 @@ let mailboxCommands: [PeerCommandHandler] = [
     return "sent"
   },
   PeerCommandHandler(.msendid, "MAILBOX ID TEXT   one send of the string TEXT with id ID → ok ID") { words in
-    try container.mailbox(words[1]).send(words[3], id: words[2])
+    try container.mailbox(words[1]).send(words[3], id: words[2]).id
   },
   PeerCommandHandler(.msendraw, "MAILBOX TEXT   one send of TEXT's bytes as Data → ok sent") { words in
     try container.mailbox(words[1]).send(Data(words[2].utf8))

@@ -85,7 +85,7 @@ let placeCommands: [PeerCommandHandler] = [
   PeerCommandHandler(.placeLost, "NAME   waits until the held lock is lost → ok lost MONOTONIC-NS | ok unlocked") {
     words in
     guard let held = placeGuards[words[1]] else { return "unlocked" }
-    let loss = blocking { await held.waitForLoss() }
+    let loss = blocking { try? await held.waitForLoss() } ?? nil
     let at = monotonicNanoseconds()
     return loss == nil ? "unlocked" : "lost \(at)"
   },

@@ -76,7 +76,7 @@ enum PlaceDefaults: Sendable {
   /// The values of an `Int` key over time.
   func values(of key: DefaultsKey<Int>) async throws -> AsyncThrowingStream<Int?, any Error> {
     switch self {
-    case .local(let defaults): return Self.stream(try defaults.changes(of: key))
+    case .local(let defaults): return Self.stream(try await defaults.changes(of: key))
     #if Postgres
       case .postgres(let defaults): return Self.stream(try await defaults.changes(of: key))
     #endif

@@ -3,6 +3,7 @@
 // that they need it.
 
 import Liaison
+import LiaisonTestSupport
 
 #if Postgres
   import LiaisonPostgres

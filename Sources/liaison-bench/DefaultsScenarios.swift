@@ -109,10 +109,10 @@ enum DefaultsScenarios {
   /// The observer peer: follows `counter` and answers each new value with the time since it was
   /// set (the value is that time).
   static func observe(container: String, domain: String, input: CInt, output: CInt) throws -> Never {
-    let changes = try SharedContainer(directory: container).defaults(domain).changes(of: counter)
+    let defaults = try SharedContainer(directory: container).defaults(domain)
     Task.detached {
       var first = true
-      for try await value in changes {
+      for try await value in try await defaults.changes(of: counter) {
         if first {
           first = false
           continue

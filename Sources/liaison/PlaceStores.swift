@@ -169,7 +169,7 @@ extension Mailbox: CommandMailbox {
   func maximumMessageSize() async throws -> Int { try limits().maximumMessageSize }
 
   func send(json: Data, id: String?, timeout: Duration?) async throws -> String {
-    try await sendJSON(json, id: id, timeout: timeout)
+    try await sendJSON(json, id: id, timeout: timeout).id
   }
 
   func entries(limit: Int) async throws -> [MailboxEntry] { try peek(limit: limit) }

@@ -53,7 +53,7 @@ struct LostWakeUpTests {
     let container = try SharedContainer(directory: directory.path)
     let defaults = try await container.defaults("settings")
     try await defaults.set(42, for: DefaultsKey<Int>("volume"))
-    var values = try defaults.changes(of: DefaultsKey<String>("volume")).makeAsyncIterator()
+    var values = try await defaults.changes(of: DefaultsKey<String>("volume")).makeAsyncIterator()
     await #expect(throws: LiaisonError.self) {
       let value = try await values.next()
       Issue.record("the sequence gave \(String(describing: value)) instead of throwing")

@@ -89,8 +89,8 @@ struct FencingTokenTests {
     let container = try SharedContainer(directory: directory.path)
     let held = try #require(try container.lock("a").tryLock())
     let claim = try container.presence("p").claim()
-    let lossOfLock = Task { await held.waitForLoss() }
-    let lossOfClaim = Task { await claim.waitForLoss() }
+    let lossOfLock = Task { try await held.waitForLoss() }
+    let lossOfClaim = Task { try await claim.waitForLoss() }
     let started = AsyncStream.makeStream(of: Void.self)
     let guarded = Task {
       try await withLockLosingOnSuspension(container.lock("b"), started: started.continuation)
@@ -98,17 +98,17 @@ struct FencingTokenTests {
     var startedIterator = started.stream.makeAsyncIterator()
     await startedIterator.next()
     container.suspend()
-    #expect(await lossOfLock.value?.code == .lost)
-    #expect(await lossOfClaim.value?.code == .lost)
+    #expect(try await lossOfLock.value?.code == .lost)
+    #expect(try await lossOfClaim.value?.code == .lost)
     #expect(held.loss?.code == .lost && !held.isHeld)
     let error = await #expect(throws: LiaisonError.self) { try await guarded.value }
     #expect(error?.code == .lost)
     try container.resume()
     #expect(claim.isHeld && claim.loss == nil)
     // A release is not a loss.
-    let released = Task { await claim.waitForLoss() }
+    let released = Task { try await claim.waitForLoss() }
     claim.release()
-    #expect(await released.value == nil)
+    #expect(try await released.value == nil)
   }
 }
 

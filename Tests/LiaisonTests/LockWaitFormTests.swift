@@ -30,7 +30,7 @@ struct LockWaitFormTests {
     try peer.send(.unlock, "token-refresh")
     let held = try lock.lock(timeout: .seconds(60))
     #expect(held.isHeld)
-    #expect(throws: LiaisonError.self) { try lock.withLock(timeout: .milliseconds(-1)) {} }
+    #expect(throws: LiaisonError.self) { try lock.lock(timeout: .milliseconds(-1)) }
   }
 }
 
