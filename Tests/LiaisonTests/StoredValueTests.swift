@@ -40,10 +40,13 @@ struct StoredValueTests {
       try StoredValue(encoding: Double.infinity, with: JSONEncoder(), what: "infinity")
     }
   }
+}
 
-  /// JSON text given as such (`liaison defaults write`, `liaison send`) is checked to its end:
-  /// `JSONDecoder` reads a number or a string only when it is decoded, so a check that decoded
-  /// less would let `01` or `"\x"` through, at the top or deep inside.
+/// JSON text given as such (`liaison defaults write`, `liaison send`) is checked to its end:
+/// `JSONDecoder` reads a number or a string only when it is decoded, so a check that decoded less
+/// would let `01` or `"\x"` through, at the top or deep inside.
+@Suite("JSON text given as such")
+struct JSONTextTests {
   @Test(arguments: [
     "1", "-0", "1e-300", "123456789012345678901234567890", " 1 ", "\"text\"", "null", "true", "{}", "[]",
     #"[1, "two", {"three": [null, false, 3.5]}]"#, #"{"a": 1, "a": 2}"#, #""\u00e9\n""#,
