@@ -8,12 +8,18 @@ let strictSettings: [SwiftSetting] = [
 let package = Package(
   name: "Liaison",
   platforms: [.macOS(.v13), .iOS(.v16), .watchOS(.v9), .tvOS(.v16), .visionOS(.v1)],
+  // What a package that depends on Liaison can use. The benchmark (`liaison-bench`, with the chaos
+  // runs), the test peer and the fuzzer are executable targets with no product: SwiftPM gives each
+  // executable target of the root package a product of its own, so `swift run liaison-bench` works
+  // here, and none to a package that depends on this one, which never builds them nor
+  // LiaisonTestSupport (under Tests/). Not a nested package, as swift-nio keeps its benchmarks: the
+  // benchmark needs ChildProcesses, KernelLockTable and LiaisonTestSupport, which a nested package
+  // could reach only as products of this one, and it would build swift-nio and GRDB again.
   products: [
     .library(name: "Liaison", targets: ["Liaison"]),
     .library(name: "LiaisonStore", targets: ["LiaisonStore"]),
     .library(name: "LiaisonPostgres", targets: ["LiaisonPostgres"]),
     .executable(name: "liaison", targets: ["liaison"]),
-    .executable(name: "liaison-bench", targets: ["liaison-bench"]),
   ],
   traits: [
     .trait(
@@ -112,8 +118,9 @@ let package = Package(
       exclude: ["Corpus"],
       swiftSettings: strictSettings
     ),
-    // Spawning and driving the test peer, temporary containers, waiting for a condition: shared by
-    // the tests and their peer (no product depends on it).
+    // Spawning and driving the test peer, temporary containers, waiting for a condition, throwaway
+    // PostgreSQL servers and network namespaces: shared by the tests, their peer and the benchmark
+    // (none of them a product; .ci/check-products checks that no product reaches it).
     .target(
       name: "LiaisonTestSupport",
       dependencies: ["ChildProcesses", "KernelLockTable", "CLiaison"],

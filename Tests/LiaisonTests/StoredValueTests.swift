@@ -41,3 +41,25 @@ struct StoredValueTests {
     }
   }
 }
+
+/// JSON text given as such (`liaison defaults write`, `liaison send`) is checked to its end:
+/// `JSONDecoder` reads a number or a string only when it is decoded, so a check that decoded less
+/// would let `01` or `"\x"` through, at the top or deep inside.
+@Suite("JSON text given as such")
+struct JSONTextTests {
+  @Test(arguments: [
+    "1", "-0", "1e-300", "123456789012345678901234567890", " 1 ", "\"text\"", "null", "true", "{}", "[]",
+    #"[1, "two", {"three": [null, false, 3.5]}]"#, #"{"a": 1, "a": 2}"#, #""\u00e9\n""#,
+  ])
+  func jsonTextIsAccepted(_ text: String) throws {
+    #expect(try StoredValue(json: Data(text.utf8), what: "a test value").bytes == Data(text.utf8))
+  }
+
+  @Test(arguments: [
+    "", " ", "nul", "01", "1.", ".5", "NaN", "Infinity", "1 2", "[", "'a'", "/*c*/1", #""\x""#, #""\ud800""#,
+    "\"\u{1}\"", #"[1, "\q"]"#, #"{"a": {"b": 01}}"#, #"{"a": [true, "\x"]}"#,
+  ])
+  func textThatIsNotJSONIsRefused(_ text: String) {
+    #expect(throws: LiaisonError.self) { try StoredValue(json: Data(text.utf8), what: "a test value") }
+  }
+}

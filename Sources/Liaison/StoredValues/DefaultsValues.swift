@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+  import FoundationEssentials
+#else
+  import Foundation
+#endif
 
 /// The name and type of a value in `SharedDefaults` (in `LiaisonStore`), or `PostgresDefaults` (in `LiaisonPostgres`).
 ///

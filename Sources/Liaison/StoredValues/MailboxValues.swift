@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+  import FoundationEssentials
+#else
+  import Foundation
+#endif
 
 /// A message delivered by a mailbox's receiver (`MailboxReceiver` in `LiaisonStore`, or
 /// `PostgresMailboxReceiver` in `LiaisonPostgres`): acknowledge it once it is handled.
