@@ -197,8 +197,8 @@ private func residue(_ lock: ProcessLock) -> String {
       do {
         _ = try await lock.lock(timeout: nil)
         return "acquired"
-      } catch is CancellationError {
-        return "CancellationError"
+      } catch let error as LiaisonError where error.code == .cancelled {
+        return "cancelled"
       } catch {
         return "other"
       }

@@ -95,7 +95,7 @@ struct ContainerOptions: ParsableArguments {
             + "path (--container or $\(SharedContainer.environmentVariable)), or create the parent first.",
           status: ExitStatus.usage)
       }
-      return try SharedContainer(directory: directory)
+      return try SharedContainer(directory: directory, createIfMissing: true)
     } catch let error as LiaisonError {
       throw CLIError(error)
     }

@@ -58,6 +58,15 @@
       }
     }
 
+    /// The place with its stored parts, opened in this process: the same protocol family on
+    /// either backend.
+    func openStore() async throws -> any CoordinationStore {
+      switch backend {
+      case .local: return try SharedContainer(directory: spec)
+      case .postgres: return try await PostgresContainer(url: Self.url(server!), namespace: namespace)
+      }
+    }
+
     /// A peer process on the place.
     func peer(environment: [String: String]? = nil, launcher: @escaping ([String]) -> [String] = { $0 }) throws
       -> Peer

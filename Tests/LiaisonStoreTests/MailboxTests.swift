@@ -288,7 +288,8 @@ struct MailboxTests {
     let receiver = try mailbox.receiver()
     let cancelled = Task { try await receiver.receive(String.self) }
     cancelled.cancel()
-    await #expect(throws: CancellationError.self) { try await cancelled.value }
+    let cancellation = await #expect(throws: LiaisonError.self) { try await cancelled.value }
+    #expect(cancellation?.code == .cancelled)
 
     // A waiting receive is woken by a send…
     let woken = Task { try await receiver.receive(String.self) }

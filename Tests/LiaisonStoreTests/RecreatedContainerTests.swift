@@ -17,11 +17,11 @@ struct RecreatedContainerTests {
     for _ in 0..<10 where !reused {
       do {
         // (No store opened here: an open store keeps its container, and so the folder, open.)
-        try SharedContainer(directory: path).suspend()
+        try SharedContainer(directory: path, createIfMissing: true).suspend()
       }  // released: nothing of this process keeps the folder open, so its inode can come back
       let before = try inode(of: path + "/.liaison")
       try FileManager.default.removeItem(atPath: path)
-      let container = try SharedContainer(directory: path)
+      let container = try SharedContainer(directory: path, createIfMissing: true)
       reused = try inode(of: path + "/.liaison") == before
       // Fresh whether or not the inode came back (which is the case that matters).
       let claim = try container.presence("fresh").claim()  // a suspended container would refuse

@@ -50,7 +50,8 @@ struct StoreWaitTests {
     #expect(error?.code == .timedOut)
     let cancelled = Task { try await defaults.update(key) { ($0 ?? 0) + 1 } }
     cancelled.cancel()
-    await #expect(throws: CancellationError.self) { try await cancelled.value }
+    let cancellation = await #expect(throws: LiaisonError.self) { try await cancelled.value }
+    #expect(cancellation?.code == .cancelled)
     try peer.send(.unlock, "store/defaults.write")
     #expect(try await defaults.update(key) { ($0 ?? 0) + 1 } == 1)
   }

@@ -119,11 +119,20 @@ struct ContainerSafetyTests {
   @Test func onlyTheMissingFoldersOfTheContainerPathAreMade() throws {
     try setPermissions(directory.path, 0o755)
     let path = directory.path + "/made/for/liaison"
-    _ = try SharedContainer(directory: path)
+    _ = try SharedContainer(directory: path, createIfMissing: true)
     #expect(try permissionBits(directory.path) == 0o755)
     for made in ["/made", "/made/for", "/made/for/liaison"] {
       #expect(try permissionBits(directory.path + made) == 0o700, "\(made)")
     }
-    _ = try SharedContainer(directory: path)  // all there: nothing to make
+    _ = try SharedContainer(directory: path, createIfMissing: true)  // all there: nothing to make
+  }
+
+  /// Opening never creates what it was only asked to read: a missing folder is an error that
+  /// says how to create it, and nothing is made.
+  @Test func aMissingFolderIsNotMadeUnlessAsked() throws {
+    let path = directory.path + "/mistyped"
+    let error = #expect(throws: LiaisonError.self) { try SharedContainer(directory: path) }
+    #expect(error?.code == .invalidArgument && error?.message.contains("createIfMissing") == true)
+    #expect(!FileManager.default.fileExists(atPath: path))
   }
 }

@@ -392,7 +392,7 @@ struct HostileFileTests {
       for kind in ContainerFile.allCases { try kind.make(in: container) }
       try FileManager.default.removeItem(atPath: folder.path(in: directory.path))
     }
-    let container = try SharedContainer(directory: nested)
+    let container = try SharedContainer(directory: nested, createIfMissing: true)
     for kind in ContainerFile.allCases { try kind.use(in: container) }
     #expect(try container.signal("subject").state == (folder == .presence || folder == .locks ? 42 : 0))
     #expect(try permissionBits(folder == .container ? nested : folder.path(in: directory.path)) == 0o700)

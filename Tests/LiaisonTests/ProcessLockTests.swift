@@ -130,7 +130,7 @@ struct ProcessLockTests {
     let observer = try Peer(container: directory.path)
     let report = try observer.send(.residue, "busy").split(separator: " ").map(String.init)
     #expect(report[4] == "timedOut=timed-out")
-    #expect(report[5] == "cancelled=CancellationError")
+    #expect(report[5] == "cancelled=cancelled")
     #expect(report[0] == report[2], "descriptors before \(report[0]), after \(report[2])")
     #expect(report[1] == report[3], "threads before \(report[1]), after \(report[3])")
   }

@@ -1,0 +1,101 @@
+#if Postgres
+  import Foundation
+  import Liaison
+  import LiaisonPostgres
+  import LiaisonTestSupport
+  import Testing
+
+  /// One test body for the five parts, written against the protocol family alone
+  /// (`some CoordinationStore`) and run on both backends: what compiles and holds here holds on
+  /// a folder and on PostgreSQL alike. The promises across processes are the conformance suites'.
+  @Suite("One API: the five parts through the protocols, on every backend")
+  struct OneAPITests {
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), arguments: Backend.allCases)
+    func everyPartThroughTheProtocols(_ backend: Backend) async throws {
+      let place = try BackendPlace(backend)
+      try await exercise(try await place.openStore())
+    }
+
+    private func exercise(_ place: some CoordinationStore) async throws {
+      try await exerciseLock(place)
+      try await exercisePresence(place)
+      try await exerciseSignal(place)
+      try await exerciseDefaults(place)
+      try await exerciseMailbox(place)
+    }
+
+    private func exerciseLock(_ place: some CoordinationStore) async throws {
+      let lock = try place.lock("one-api")
+      let held = try #require(try await lock.tryLock(.exclusive))
+      #expect(try await lock.tryLock(.exclusive) == nil, "a second exclusive grant while the first is held")
+      let first = try await held.fencingToken()
+      await held.unlock()
+      #expect(!held.isHeld && held.loss == nil)
+      let second = try await lock.withLock(.exclusive, timeout: .seconds(30)) { 7 }
+      #expect(second == 7)
+      let again = try await lock.lock(.exclusive, timeout: .seconds(30))
+      #expect(try await again.fencingToken() > first)
+      await again.unlock()
+    }
+
+    private func exercisePresence(_ place: some CoordinationStore) async throws {
+      let presence = try place.presence("one-api")
+      #expect(try await !presence.isActive)
+      try await presence.withClaim(info: "one body") { claim in
+        #expect(claim.isHeld)
+        #expect(try await presence.isActive)
+        #expect(try await presence.holder?.info == "one body")
+      }
+      #expect(try await !presence.isActive)
+    }
+
+    private func exerciseSignal(_ place: some CoordinationStore) async throws {
+      let signal = try place.signal("one-api")
+      let before = try await signal.sequence
+      try await signal.post(state: 42)
+      let posted = try await signal.waitForPost(after: before, timeout: .seconds(30))
+      #expect(posted.state == 42 && posted.sequence > before)
+      let error = await #expect(throws: LiaisonError.self) {
+        try await signal.waitForPost(after: posted.sequence, timeout: .milliseconds(20))
+      }
+      #expect(error?.code == .timedOut)
+    }
+
+    private func exerciseDefaults(_ place: some CoordinationStore) async throws {
+      let defaults = try await place.defaults("one-api")
+      let count = try DefaultsKey<Int>(validating: "count")
+      try await defaults.set(1, for: count, timeout: nil)
+      #expect(try await defaults.get(count) == 1)
+      let updated = try await defaults.update(count, timeout: nil, isolation: #isolation) { ($0 ?? 0) + 1 }
+      #expect(updated == 2)
+      #expect(try await defaults.keys() == ["count"])
+      #expect(try await defaults.setJSON(Data("5".utf8), for: count.name, replacing: .json(Data("1".utf8)), timeout: nil) == false)
+      var values = try await defaults.changes(of: count).makeAsyncIterator()
+      #expect(try await values.next() == .some(2))
+      try await defaults.remove(count, timeout: nil)
+      #expect(try await defaults.get(count) == nil)
+    }
+
+    private func exerciseMailbox(_ place: some CoordinationStore) async throws {
+      let mailbox = try await place.mailbox("one-api", sender: "tester")
+      let stored = try await mailbox.send("hello", id: "m1", timeout: nil)
+      #expect(stored == MailboxReceipt(id: "m1", isStored: true))
+      let repeated = try await mailbox.send("hello", id: "m1", timeout: nil)
+      #expect(repeated == MailboxReceipt(id: "m1", isStored: false), "a repeated id is not stored again")
+      #expect(try await mailbox.count() == 1)
+      try await mailbox.withReceiver { receiver in
+        let received = try await receiver.receive(String.self, limit: 10, timeout: .seconds(30))
+        #expect(received.map(\.payload) == ["hello"] && received.first?.sender == "tester")
+        try await receiver.acknowledge(received, timeout: nil)
+        let error = await #expect(throws: LiaisonError.self) {
+          try await receiver.receive(String.self, limit: 1, timeout: .milliseconds(20))
+        }
+        #expect(error?.code == .timedOut)
+      }
+      #expect(try await mailbox.count() == 0)
+      // The receiver was closed by the scope: the mailbox takes a new one at once.
+      let next = try await mailbox.receiver()
+      await next.close()
+    }
+  }
+#endif
