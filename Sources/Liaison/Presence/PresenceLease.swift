@@ -20,7 +20,9 @@ import Dispatch
 /// ``SharedContainer/resume()``, which renews at once: a suspended process takes no lock for its
 /// leases, which may lapse meanwhile.
 public final class PresenceLease: Sendable {
-  private struct State {
+  /// Unchecked for the heartbeat's timer alone (`DispatchSourceTimer` is a protocol that declares
+  /// no `Sendable`): it is made, resumed and cancelled only under `state`'s lock.
+  private struct State: @unchecked Sendable {
     var descriptor: CInt?
     var held = false
     var expiry: UInt64 = 0

@@ -15,7 +15,7 @@
 /// (an uncontended `ProcessLock` makes one per grant). The value is reached through a pointer,
 /// never a class's stored `var`, whose every access costs a dynamic exclusivity check (two runtime
 /// calls and a thread-local lookup); the mutex already makes the access exclusive.
-package struct Locked<Value>: @unchecked Sendable {
+package struct Locked<Value: Sendable>: @unchecked Sendable {
   /// The value as the buffer's header, the mutex as its one element.
   @usableFromInline final class Storage: ManagedBuffer<Value, pthread_mutex_t> {
     deinit {

@@ -50,19 +50,19 @@ public final class SharedDefaults: Sendable {
     let stored: StoredValue?
     /// The value decoded as some type, and that type: a read as the same type returns it
     /// without decoding or a dynamic cast.
-    var decoded: AnyObject?
+    var decoded: (any AnyObject & Sendable)?
     var decodedType: ObjectIdentifier?
   }
 
   /// A decoded value, boxed so that the cache can hold values of any type.
-  private final class Decoded<Value>: @unchecked Sendable {
+  private final class Decoded<Value: Sendable>: Sendable {
     let value: Value?
     init(_ value: Value?) { self.value = value }
   }
 
   private enum Lookup {
     case miss
-    case decoded(AnyObject)
+    case decoded(any AnyObject & Sendable)
     case stored(StoredValue?)
   }
 
