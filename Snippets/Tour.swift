@@ -62,10 +62,10 @@ func signalTour(_ container: SharedContainer) async throws {
   // snippet.show
   // snippet.signal
   // In the share extension, after saving:
-  try await container.signal("notes-changed").post(state: revision)
+  try container.signal("notes-changed").post(state: revision)
 
   // In the app:
-  for await note in try await container.signal("notes-changed").notifications(ignoringOwnPosts: true) {
+  for await note in try container.signal("notes-changed").notifications(ignoringOwnPosts: true) {
     reloadNotes(since: note.state)
   }
   // Or, with a callback, from code that is not async too:
@@ -86,7 +86,7 @@ func defaultsTour(_ container: SharedContainer) async throws {
   // snippet.defaults
   let auth = try await container.defaults("auth")
   try await auth.set(try await fetchNewToken(), for: .token)  // every process sees it once this returns
-  let current = try await auth.get(.token)  // from this process's cache: about 0.1 µs
+  let current = try auth.get(.token)  // from this process's cache: about 0.1 µs
   let launches = try await auth.update(DefaultsKey<Int>("launches")) { ($0 ?? 0) + 1 }  // atomic; the new value
   let lastSync = try DefaultsKey<Date>(validating: "last-sync-\(account)")  // a name made at run time, checked
 
@@ -110,7 +110,7 @@ func mailboxTour(_ container: SharedContainer) async throws {
   try await inbox.send(SavedLink(url: url), id: url.absoluteString)  // a retry with the same id stores nothing
 
   // In the app, the mailbox's one receiver:
-  let receiver = try await inbox.receiver()
+  let receiver = try inbox.receiver()
   for try await envelope in receiver.messages(SavedLink.self) {
     try save(envelope.payload)  // envelope: id, sentAt, sender, payload
     try await receiver.acknowledge(envelope)  // gone for good, for every receiver
@@ -139,6 +139,28 @@ func databaseTour(_ container: SharedContainer) async throws {
   // In the app, this GRDB observation updates when the extension commits:
   let entries = ValueObservation.tracking { db in try String.fetchAll(db, sql: "SELECT text FROM entry") }
   for try await list in entries.values(in: journal.pool) { show(list) }
+  // snippet.end
+  // snippet.hide
+}
+
+func runReport() async throws {}
+
+// snippet.show
+// snippet.backend
+// Written once against the protocols: the same code on a folder and on PostgreSQL.
+func nightly(in place: some CoordinationStore) async throws {
+  try await place.lock("nightly-report").withLock { try await runReport() }  // once at a time
+  try await place.defaults("reports").update(DefaultsKey<Int>("runs")) { ($0 ?? 0) + 1 }
+}
+// snippet.end
+// snippet.hide
+
+func backendTour() async throws {
+  // snippet.show
+  // snippet.backend-open
+  let place = try SharedContainer(directory: "/var/run/reports")  // one machine
+  // let place = try await PostgresContainer(url: "postgres://app@db.internal/app", namespace: "billing")
+  try await nightly(in: place)
   // snippet.end
   // snippet.hide
 }

@@ -186,7 +186,7 @@ private func residue(_ lock: ProcessLock) -> String {
     do {
       _ = try await lock.lock(timeout: .milliseconds(50))
       return "acquired"
-    } catch let error as LiaisonError {
+    } catch {
       return "\(error.code)".replacingOccurrences(of: " ", with: "-")
     } catch {
       return "other"

@@ -66,7 +66,7 @@
       let count = try DefaultsKey<Int>(validating: "count")
       try await defaults.set(1, for: count, timeout: nil)
       #expect(try await defaults.get(count) == 1)
-      let updated = try await defaults.update(count, timeout: nil, isolation: #isolation) { ($0 ?? 0) + 1 }
+      let updated = try await defaults.update(count) { ($0 ?? 0) + 1 }
       #expect(updated == 2)
       #expect(try await defaults.keys() == ["count"])
       #expect(try await defaults.setJSON(Data("5".utf8), for: count.name, replacing: .json(Data("1".utf8)), timeout: nil) == false)

@@ -9,9 +9,13 @@ import Foundation
 /// ```swift
 /// func countLaunch(in place: some CoordinationStore) async throws {
 ///   let defaults = try await place.defaults("app")
-///   try await defaults.update(.launches, timeout: nil) { ($0 ?? 0) + 1 }
+///   try await defaults.update(DefaultsKey<Int>("launches")) { ($0 ?? 0) + 1 }
 ///   _ = try await place.mailbox("uploads", sender: "app").send("launched", id: nil, timeout: nil)
 /// }
+///
+/// let place = try SharedContainer(directory: "/var/run/app")
+/// // let place = try await PostgresContainer(url: "postgres://app@db/app", namespace: "app")
+/// try await countLaunch(in: place)
 /// ```
 public protocol CoordinationStore: CoordinationPlace {
   /// The place's defaults type: `SharedDefaults` for a folder.
@@ -85,6 +89,21 @@ public protocol CoordinationDefaults: Sendable {
   ) async throws -> Value
   /// The domain's changes: a notification after every write, by any process, from now on.
   func changes() async throws(LiaisonError) -> Changes
+}
+
+extension CoordinationDefaults {
+  /// ``update(_:timeout:isolation:_:)`` without a timeout, in the caller's isolation: for code
+  /// written against the protocol, which sees no default values.
+  ///
+  /// ```swift
+  /// let launches = try await defaults.update(DefaultsKey<Int>("launches")) { ($0 ?? 0) + 1 }
+  /// ```
+  @discardableResult
+  public func update<Value>(
+    _ key: DefaultsKey<Value>, isolation: isolated (any Actor)? = #isolation, _ transform: (Value?) throws -> Value?
+  ) async throws -> Value? {
+    try await update(key, timeout: nil, isolation: isolation, transform)
+  }
 }
 
 /// A mailbox: messages that wait in the store until its one receiver acknowledges them, whether
