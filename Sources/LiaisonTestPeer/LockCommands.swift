@@ -188,8 +188,6 @@ private func residue(_ lock: ProcessLock) -> String {
       return "acquired"
     } catch {
       return "\(error.code)".replacingOccurrences(of: " ", with: "-")
-    } catch {
-      return "other"
     }
   }
   @Sendable func cancelled() async -> String {
