@@ -92,7 +92,7 @@ extension CoordinationLock {
   /// ``SharedContainer/suspend()``; one held through a PostgreSQL connection, also when the
   /// connection ends.
   ///
-  /// - Throws: the loss; what `body` throws; or as ``lock(_:timeout:)``.
+  /// - Throws: the loss; what `body` throws; or as ``CoordinationLock/lock(_:timeout:)``.
   public func withLock<Result: Sendable>(
     _ mode: LockMode = .exclusive, timeout: Duration? = nil, _ body: @escaping @Sendable () async throws -> Result
   ) async throws -> Result {
@@ -158,7 +158,7 @@ extension CoordinationPresence {
   /// Runs `body` holding a claim on the presence, and releases it when `body` ends (whether it
   /// returns or throws).
   ///
-  /// - Throws: as ``claim(info:)``; what `body` throws.
+  /// - Throws: as ``CoordinationPresence/claim(info:)``; what `body` throws.
   public func withClaim<Result>(
     info: String? = nil, _ body: (Claim) async throws -> Result
   ) async throws -> Result {
@@ -213,7 +213,7 @@ public protocol CoordinationSignal: Sendable {
 }
 
 extension CoordinationSignal {
-  /// Waits for a post later than the one numbered `sequence` (see ``sequence``), at most
+  /// Waits for a post later than the one numbered `sequence` (see ``CoordinationSignal/sequence``), at most
   /// `timeout` (`nil`: as long as it takes), and returns the signal as that post left it; returns
   /// at once when such a post was already made.
   ///
@@ -224,7 +224,7 @@ extension CoordinationSignal {
   /// ```
   ///
   /// - Throws: ``LiaisonError/Code/timedOut`` when the timeout passes first;
-  ///   ``LiaisonError/Code/cancelled`` when the task is cancelled; as ``notifications(ignoringOwnPosts:)``.
+  ///   ``LiaisonError/Code/cancelled`` when the task is cancelled; as ``CoordinationSignal/notifications(ignoringOwnPosts:)``.
   public func waitForPost(after sequence: UInt64, timeout: Duration?) async throws(LiaisonError)
     -> SignalNotification
   {

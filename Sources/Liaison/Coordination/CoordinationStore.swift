@@ -92,7 +92,7 @@ public protocol CoordinationDefaults: Sendable {
 }
 
 extension CoordinationDefaults {
-  /// ``update(_:timeout:isolation:_:)`` without a timeout, in the caller's isolation: for code
+  /// ``CoordinationDefaults/update(_:timeout:isolation:_:)`` without a timeout, in the caller's isolation: for code
   /// written against the protocol, which sees no default values.
   ///
   /// ```swift
@@ -152,7 +152,7 @@ extension CoordinationMailbox {
   /// Runs `body` as the mailbox's receiver, and closes the receiver when `body` ends (whether it
   /// returns or throws): messages it did not acknowledge go to the next receiver.
   ///
-  /// - Throws: as ``receiver()``; what `body` throws.
+  /// - Throws: as ``CoordinationMailbox/receiver()``; what `body` throws.
   public func withReceiver<Result>(_ body: (Receiver) async throws -> Result) async throws -> Result {
     let receiver = try await receiver()
     do {

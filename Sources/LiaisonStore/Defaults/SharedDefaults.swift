@@ -396,7 +396,7 @@ public final class SharedDefaults: Sendable {
   }()
 }
 
-/// The reads and writes of one ``SharedDefaults/transaction(timeout:_:)-2uhy0``.
+/// The reads and writes of one ``SharedDefaults/transaction(timeout:isolation:_:)``.
 public struct DefaultsTransaction {
   let db: Database
   let domain: LiaisonName

@@ -27,7 +27,7 @@ import Liaison
 /// the container's private folder (the store), then a ring of the mailbox's ``/Liaison/Signal``, which wakes
 /// the receiver — nobody polls. Once `send` returns, the message survives any crash of any
 /// process. A send may carry its own `id`: a second send with an id that is waiting, or was
-/// acknowledged within the last ``acknowledgedIDRetention``, stores nothing, so a sender that does
+/// acknowledged within the last ``/Liaison/MailboxReceipt/acknowledgedIDRetention``, stores nothing, so a sender that does
 /// not know whether its send went through simply sends again.
 ///
 /// **Payloads** are any `Codable` value, stored as JSON, or `Data`, stored as its bytes. A payload
@@ -73,7 +73,7 @@ public final class Mailbox: Sendable {
   /// - Parameters:
   ///   - payload: a `Codable` value (stored as JSON) or `Data` (stored as its bytes).
   ///   - id: the message's id, 1 to 256 bytes; when a message with this id is waiting or was
-  ///     acknowledged recently (``acknowledgedIDRetention``), nothing is stored. `nil` makes a
+  ///     acknowledged recently (``/Liaison/MailboxReceipt/acknowledgedIDRetention``), nothing is stored. `nil` makes a
   ///     new unique id.
   ///   - timeout: how long to wait at most for another process's write of the store; `nil` waits
   ///     as long as it takes.
@@ -107,7 +107,7 @@ public final class Mailbox: Sendable {
   /// once: the fast way to send many messages. Each gets a new unique id.
   ///
   /// - Returns: the messages' receipts, in order.
-  /// - Throws: as ``send(_:id:timeout:)-6b9iq``; nothing is stored then.
+  /// - Throws: as ``send(_:id:timeout:)-6co73``; nothing is stored then.
   @available(*, noasync, message: "Use `try await sendAll(_:timeout:)`, which does not block the cooperative pool.")
   @discardableResult
   public func sendAll<Payload: Encodable>(
@@ -142,7 +142,7 @@ public final class Mailbox: Sendable {
   /// command). Any JSON value is accepted, including a bare string or number.
   ///
   /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` when `json` is not valid JSON; as
-  ///   ``send(_:id:timeout:)-6b9iq`` otherwise.
+  ///   ``send(_:id:timeout:)-6co73`` otherwise.
   @available(*, noasync, message: "Use `try await sendJSON(_:id:timeout:)`, which does not block the cooperative pool.")
   @discardableResult
   public func sendJSON(_ json: Data, id: String? = nil, timeout: Duration? = nil) throws(LiaisonError)

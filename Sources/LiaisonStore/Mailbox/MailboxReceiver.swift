@@ -29,7 +29,7 @@ public final class MailboxReceiver: Sendable {
   private let reading = Locked(Reading())
   /// Ends the receiver when the container is suspended.
   private let suspension: SuspensionHandlers
-  /// When acknowledged ids were last forgotten (``Mailbox/acknowledgedIDRetention``): at the
+  /// When acknowledged ids were last forgotten (``/Liaison/MailboxReceipt/acknowledgedIDRetention``): at the
   /// receiver's start, then at most hourly, so that a receiver running for weeks keeps the table
   /// small.
   private let lastPruned = Locked(Date().timeIntervalSince1970)
@@ -264,7 +264,7 @@ public final class MailboxReceiver: Sendable {
   /// Acknowledging a message already removed does nothing.
   ///
   /// - Parameters:
-  ///   - envelope: the message, as ``messages(_:batchSize:)`` or ``receive(_:limit:)`` delivered it.
+  ///   - envelope: the message, as ``/Liaison/CoordinationReceiver/messages(_:batchSize:)`` or ``receive(_:limit:timeout:)`` delivered it.
   ///   - timeout: how long to wait at most for another process's write of the store; `nil` waits
   ///     as long as it takes.
   @available(*, noasync, message: "Use `try await acknowledge(_:timeout:)`, which does not block the cooperative pool.")
@@ -480,7 +480,7 @@ public final class MailboxReceiver: Sendable {
 extension Mailbox {
   /// Becomes the mailbox's one receiver, at once or not at all.
   ///
-  /// Acknowledged ids older than ``acknowledgedIDRetention`` are forgotten here, unless another
+  /// Acknowledged ids older than ``/Liaison/MailboxReceipt/acknowledgedIDRetention`` are forgotten here, unless another
   /// process is writing the store (and at most hourly by a running receiver's acknowledgements).
   ///
   /// - Throws: ``/Liaison/LiaisonError/Code/alreadyClaimed`` when another receiver, in any process, holds
@@ -510,7 +510,7 @@ extension Mailbox {
 
 extension MailboxReceiver {
   /// The statement that remembers an acknowledged (or removed) message's given id for
-  /// ``Mailbox/acknowledgedIDRetention``, so that a retried send of it stores nothing: arguments
+  /// ``/Liaison/MailboxReceipt/acknowledgedIDRetention``, so that a retried send of it stores nothing: arguments
   /// mailbox, id, time.
   static func rememberAcknowledged(_ db: Database) throws -> Statement {
     try db.cachedStatement(
