@@ -302,16 +302,41 @@ struct MailboxTests {
     #expect(error?.code == .closed)
   }
 
+  /// A receiver that waits for a message sleeps until a send wakes it: it does not poll. Where
+  /// `/proc` tells (Linux), each wait is seen asleep (no thread of the receiver's process runs)
+  /// before the send that ends it.
   @Test func aWaitingReceiverInAnotherProcessIsWokenBySend() throws {
     let log = directory.path + "/received"
     let receiver = try Peer(container: directory.path)
     try receiver.send(.mreceive, "wake", log, "8")
     let mailbox = try SharedContainer(directory: directory.path).mailbox("wake", sender: "test")
-    for n in 0..<5 {
+    for n in 0..<3 {
+      if readsProc { try expectAsleep(receiver) }
       try mailbox.send(TestMessage(sender: "t", n: n))
-      try waitUntil("the receiver logged message \(n)") { (try? logged(log))?.contains("t \(n)") == true }
+      try waitUntil("the receiver acknowledged message \(n)") {
+        (try? logged(log))?.filter { $0 == "acked" }.count == n + 1
+      }
     }
-    try waitUntil("all acknowledged") { try receiver.send(.mcount, "wake") == "0" }
+    #expect(try logged(log) == (0..<3).flatMap { ["t \($0)", "acked"] })
+    #expect(try receiver.send(.mcount, "wake") == "0")
+  }
+
+  /// Expects `peer` to sleep: every thread of its process asleep, and none running (no context
+  /// switch, no CPU time) for 300 ms.
+  ///
+  /// The 300 ms are an observation, not a synchronisation: a receiver that polled every 100 ms
+  /// or more often would wake up at least twice in them. The threads that wake by themselves in
+  /// any process are left out (``ThreadActivity/Counters/wakesByItself``): a poll timed by
+  /// `Task.sleep` wakes Dispatch's event thread, but still shows on the worker that runs it.
+  private func expectAsleep(_ peer: Peer) throws {
+    var before = try ThreadActivity(process: peer.pid)
+    try waitUntil("every thread of the receiver's process is asleep") {
+      before = try ThreadActivity(process: peer.pid)
+      return before.allAsleep
+    }
+    usleep(300_000)
+    let ran = try ThreadActivity(process: peer.pid).threadsThatRan(since: before)
+    #expect(ran.isEmpty, "the waiting receiver's process ran with no message sent (it polls?): \(ran)")
   }
 }
 
@@ -411,10 +436,8 @@ extension MailboxTests {
   @Test func suspendingTheContainerEndsAWaitingReceive() async throws {
     let container = try SharedContainer(directory: directory.path)
     let receiver = try await container.mailbox("idle").receiver()
-    let started = Locked(false)
     let waiting = Task {
       try await within(seconds: 10) { () async -> LiaisonError.Code? in
-        started.withLock { $0 = true }
         do {
           _ = try await receiver.receive(String.self)
           return nil
@@ -425,10 +448,8 @@ extension MailboxTests {
         }
       }
     }
-    // Not synchronisation: the test passes whether the receive is waiting yet or not; the pause
-    // after its task started makes the waiting case (the one that hung) the usual one.
-    while !started.withLock({ $0 }) { await Task.yield() }
-    try await Task.sleep(for: .milliseconds(50))
+    // The waiting case, the one that hung: suspended once the receive waits for a send.
+    try await waitUntilOffThePool("the receive waits for a send") { receiver.suspendedReceives == 1 }
     container.suspend()
     defer { try? container.resume() }
     let outcome = try await waiting.value ?? nil

@@ -65,14 +65,24 @@ struct PresenceTests {
     #expect(try sync.holder?.kind == .lease)
     #expect(try sync.holder?.processID == holder.pid)
 
-    // Renewed by its heartbeat: active for three lease durations in a row.
-    let renewedUntil = Date().addingTimeInterval(3 * leaseMilliseconds / 1000)
+    // Renewed by its heartbeat: three renewals, each written before the expiry it replaces (a
+    // renewal at time t records the expiry t + the lease), and active at every look meanwhile.
+    let lease = UInt64(leaseMilliseconds * 1_000_000)
+    var expiries = [try #require(try sync.holder?.leaseExpiry)]
     var inactiveSeen = 0
-    while Date() < renewedUntil {
-      if try !sync.isActive { inactiveSeen += 1 }
-      usleep(20_000)
+    try waitUntil("the lease was renewed three times") {
+      guard let holder = try sync.holder else {
+        inactiveSeen += 1
+        return false
+      }
+      let expiry = try #require(holder.leaseExpiry)
+      if expiry != expiries.last! { expiries.append(expiry) }
+      return expiries.count > 3
     }
     #expect(inactiveSeen == 0)
+    for (expiry, renewal) in zip(expiries, expiries.dropFirst()) {
+      #expect(renewal - lease < expiry, "a renewal came after the lease had lapsed: \(expiries)")
+    }
 
     // Stopped (as iOS suspends a process): no renewal, so the lease lapses after its time. Not in
     // the middle of a renewal, which holds the presence's lock for a moment (a process stopped

@@ -109,7 +109,7 @@ package final class SignalWaiter: Sendable {
 
   /// How many waits are suspended, waiting for a post (for the tests: a wait seen here takes the
   /// waiting path).
-  var suspendedWaits: Int { state.withLock { $0.waiters.count } }
+  package var suspendedWaits: Int { state.withLock { $0.waiters.count } }
 
   /// Ends the subscription; waits in progress return `false`.
   package func close() {
