@@ -18,7 +18,8 @@ func recordEpisode() throws {}
 // snippet.end
 // snippet.hide
 #else
-  let container = try SharedContainer(directory: NSTemporaryDirectory() + "group.com.example.notes", createIfMissing: true)
+  let container = try SharedContainer(
+    directory: NSTemporaryDirectory() + "group.com.example.notes", createIfMissing: true)
 #endif
 
 // snippet.show

@@ -72,7 +72,7 @@ let databaseCommands: [PeerCommandHandler] = [
     databaseCounts.take(milliseconds: waitMilliseconds(words)) ?? "none"
   },
   PeerCommandHandler(.dbexclusive, "NAME   holds the database in SQLite's exclusive locking mode → ok held") { words in
-    let queue = try DatabaseQueue(path: try container.privateFolder("databases").path(of: words[1] + ".sqlite"))
+    let queue = try DatabaseQueue(path: try container.privateFolder(.databases).path(of: words[1] + ".sqlite"))
     try queue.writeWithoutTransaction { db in
       try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE")
       try db.execute(sql: "BEGIN EXCLUSIVE; COMMIT")
@@ -86,7 +86,7 @@ let databaseCommands: [PeerCommandHandler] = [
     var configuration = Configuration()
     configuration.allowsUnsafeTransactions = true  // a transaction left open on purpose
     let queue = try DatabaseQueue(
-      path: try container.privateFolder("databases").path(of: words[1] + ".sqlite"), configuration: configuration)
+      path: try container.privateFolder(.databases).path(of: words[1] + ".sqlite"), configuration: configuration)
     try queue.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") }
     exclusiveDatabases[words[1]] = queue
     return "held"

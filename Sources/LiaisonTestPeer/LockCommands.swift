@@ -125,7 +125,10 @@ let lockCommands: [PeerCommandHandler] = [
     .holdlock,
     "FOLDER NAME   holds Liaison's own lock NAME in .liaison/FOLDER (store defaults.write); unlock FOLDER/NAME → ok locked"
   ) { words in
-    let folder = try container.privateFolder(words[1])
+    guard let named = ContainerLayout.Folder(rawValue: words[1]) else {
+      throw LiaisonError(.invalidArgument, "no folder '\(words[1])' in .liaison (ContainerLayout.Folder)")
+    }
+    let folder = try container.privateFolder(named)
     guards[words[1] + "/" + words[2]] = try ProcessLock(
       name: try LiaisonName(words[2]), folder: folder, container: container
     ).lock()

@@ -69,7 +69,9 @@
       let updated = try await defaults.update(count) { ($0 ?? 0) + 1 }
       #expect(updated == 2)
       #expect(try await defaults.keys() == ["count"])
-      #expect(try await defaults.setJSON(Data("5".utf8), for: count.name, replacing: .json(Data("1".utf8)), timeout: nil) == false)
+      #expect(
+        try await defaults.setJSON(Data("5".utf8), for: count.name, replacing: .json(Data("1".utf8)), timeout: nil)
+          == false)
       var values = try await defaults.changes(of: count).makeAsyncIterator()
       #expect(try await values.next() == .some(2))
       try await defaults.remove(count, timeout: nil)

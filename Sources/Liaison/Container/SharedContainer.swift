@@ -73,10 +73,13 @@ public final class SharedContainer: Sendable {
       throw LiaisonError.system(error, "open the container folder", path: directory)
     }
     defer { Syscall.close(parent) }
-    root = try PrivateFolder.open(".liaison", in: parent, parentPath: directory)
-    lockFolder = try PrivateFolder.open("locks", in: root.descriptor, parentPath: root.path)
-    presenceFolder = try PrivateFolder.open("presence", in: root.descriptor, parentPath: root.path)
-    signalFolder = try PrivateFolder.open("signals", in: root.descriptor, parentPath: root.path)
+    root = try PrivateFolder.open(ContainerLayout.root, in: parent, parentPath: directory)
+    lockFolder = try PrivateFolder.open(
+      ContainerLayout.Folder.locks.rawValue, in: root.descriptor, parentPath: root.path)
+    presenceFolder = try PrivateFolder.open(
+      ContainerLayout.Folder.presence.rawValue, in: root.descriptor, parentPath: root.path)
+    signalFolder = try PrivateFolder.open(
+      ContainerLayout.Folder.signals.rawValue, in: root.descriptor, parentPath: root.path)
     lifecycle = try ContainerLifecycle.shared(for: root)
   }
 
@@ -112,14 +115,14 @@ public final class SharedContainer: Sendable {
 
   /// Opens (creating it 0700) a folder of Liaison's inside the private folder, for modules of
   /// this package (the store keeps its databases there).
-  package func privateFolder(_ name: String) throws(LiaisonError) -> PrivateFolder {
-    try PrivateFolder.open(name, in: root.descriptor, parentPath: root.path)
+  package func privateFolder(_ folder: ContainerLayout.Folder) throws(LiaisonError) -> PrivateFolder {
+    try PrivateFolder.open(folder.rawValue, in: root.descriptor, parentPath: root.path)
   }
 
   /// Opens a folder of Liaison's inside the private folder if it exists, creating nothing (for
   /// listings that must leave the container as they found it).
-  package func existingPrivateFolder(_ name: String) throws(LiaisonError) -> PrivateFolder? {
-    try PrivateFolder.openIfExists(name, in: root.descriptor, parentPath: root.path)
+  package func existingPrivateFolder(_ folder: ContainerLayout.Folder) throws(LiaisonError) -> PrivateFolder? {
+    try PrivateFolder.openIfExists(folder.rawValue, in: root.descriptor, parentPath: root.path)
   }
 
   /// The exclusive-or-shared lock called `name`.

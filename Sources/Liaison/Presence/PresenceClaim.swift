@@ -84,7 +84,7 @@ public final class PresenceClaim: Sendable {
         let found: PresenceRecord.Decoded
         do throws(LiaisonError) {
           found = try presence.lockRecord(fd)
-        } catch  where error.code == .claimInProgress {
+        } catch let error where error.code == .claimInProgress {
           throw LiaisonError(.alreadyClaimed, error.message, path: error.path)  // held: by a claim being made
         }
         if case .holder(let holder) = found, holder.isLiveLease(now: SystemClock.bootNanoseconds()) {

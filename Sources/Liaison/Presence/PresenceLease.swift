@@ -77,7 +77,7 @@ public final class PresenceLease: Sendable {
       let found: PresenceRecord.Decoded
       do throws(LiaisonError) {
         found = try presence.lockRecord(fd)
-      } catch  where error.code == .alreadyClaimed {
+      } catch let error where error.code == .alreadyClaimed {
         state.held = false
         throw lost(error.message)
       }
@@ -153,7 +153,7 @@ public final class PresenceLease: Sendable {
   private func heartbeat() {
     do throws(LiaisonError) {
       try renew()
-    } catch  where error.code == .leaseLost {
+    } catch let error where error.code == .leaseLost {
       state.withLock { $0.heartbeat.take() }?.cancel()
     } catch {
       // Suspended, or a passing failure (the disk, a busy file): the next beat tries again; the

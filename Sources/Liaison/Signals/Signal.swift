@@ -76,7 +76,7 @@ public final class Signal: Sendable {
     }
     do throws(LiaisonError) {
       return try ringOnce(waiting)
-    } catch  where error.code == .suspended {
+    } catch let error where error.code == .suspended {
       file.lifecycle.afterResume { _ = try? ringOnce(true) }
     } catch {}
     return true

@@ -84,10 +84,10 @@ public final class SharedDatabase: Sendable {
     holding held: LockGuard
   ) throws(LiaisonError) {
     self.name = name
-    let folder = try container.privateFolder("databases")
+    let folder = try container.privateFolder(.databases)
     let file = name.rawValue + ".sqlite"
     path = folder.path(of: file)
-    signal = try Signal(name: name, folder: try container.privateFolder("database-signals"), container: container)
+    signal = try Signal(name: name, folder: try container.privateFolder(.databaseSignals), container: container)
 
     let doorbell = CommitDoorbell()
     self.doorbell = doorbell
@@ -186,7 +186,7 @@ extension SharedDatabase {
   /// none waits inside SQLite: in a folder of its own, named as the database (so that every valid
   /// name fits).
   static func openingLock(_ name: LiaisonName, in container: SharedContainer) throws(LiaisonError) -> ProcessLock {
-    ProcessLock(name: name, folder: try container.privateFolder("database-locks"), container: container)
+    ProcessLock(name: name, folder: try container.privateFolder(.databaseLocks), container: container)
   }
 
   static func openingTimedOut(_ name: LiaisonName, _ timeout: Duration?) -> LiaisonError {
@@ -244,7 +244,7 @@ extension SharedContainer {
     let held: LockGuard
     do {
       held = try await SharedDatabase.openingLock(name, in: self).lock(timeout: timeout)
-    } catch where error.code == .timedOut {
+    } catch let error where error.code == .timedOut {
       throw SharedDatabase.openingTimedOut(name, timeout)
     }
     return try SharedDatabase(
@@ -444,7 +444,7 @@ extension SharedContainer {
   /// Every shared database in the container, without opening it for writing or migrating it,
   /// and without creating anything.
   public func sharedDatabases() throws(LiaisonError) -> [SharedDatabaseInfo] {
-    guard let folder = try existingPrivateFolder("databases") else { return [] }
+    guard let folder = try existingPrivateFolder(.databases) else { return [] }
     var infos: [SharedDatabaseInfo] = []
     // Names of up to 128 characters make file names of up to 135.
     for name in try folder.names(suffix: ".sqlite") {

@@ -71,7 +71,7 @@ public final class SharedDefaults: Sendable {
     self.container = container
     self.store = store
     slot = GenerationCounters.slot(for: domain.rawValue)
-    signal = try Signal(name: domain, folder: try container.privateFolder("store-signals"), container: container)
+    signal = try Signal(name: domain, folder: try container.privateFolder(.storeSignals), container: container)
     // Read once now: a damaged signal file is an error that names it here, not a silent end of
     // the domain's change notifications (writes ring it without throwing, having committed).
     _ = try signal.state
@@ -492,7 +492,8 @@ extension SharedContainer {
   @available(*, noasync, message: "Use `try await defaults(_:timeout:)`, which does not block the cooperative pool.")
   public func defaults(_ domain: String, timeout: Duration? = nil) throws(LiaisonError) -> SharedDefaults {
     let domain = try LiaisonName(domain)
-    let store = try StoreDatabase.shared(self, name: "defaults", migrator: SharedDefaults.migrator, timeout: timeout)
+    let store = try StoreDatabase.shared(
+      self, name: ContainerLayout.Store.defaults.rawValue, migrator: SharedDefaults.migrator, timeout: timeout)
     return try SharedDefaults(domain: domain, container: self, store: store)
   }
 
@@ -507,7 +508,7 @@ extension SharedContainer {
   public func defaults(_ domain: String, timeout: Duration?) async throws(LiaisonError) -> SharedDefaults {
     let domain = try LiaisonName(domain)
     let store = try await StoreDatabase.shared(
-      self, name: "defaults", migrator: SharedDefaults.migrator, timeout: timeout)
+      self, name: ContainerLayout.Store.defaults.rawValue, migrator: SharedDefaults.migrator, timeout: timeout)
     return try SharedDefaults(domain: domain, container: self, store: store)
   }
 }
@@ -616,7 +617,10 @@ extension SharedContainer {
   /// Every defaults domain that has values, with how many keys each has, by name. Opens no store
   /// that does not exist yet.
   public func defaultsDomains() throws(LiaisonError) -> [(domain: LiaisonName, keyCount: Int)] {
-    guard let store = try StoreDatabase.existing(self, name: "defaults", migrator: SharedDefaults.migrator) else {
+    guard
+      let store = try StoreDatabase.existing(
+        self, name: ContainerLayout.Store.defaults.rawValue, migrator: SharedDefaults.migrator)
+    else {
       return []
     }
     return try store.read { db in

@@ -56,7 +56,7 @@ public final class Mailbox: Sendable {
     self.sender = sender
     self.container = container
     store = try StoreDatabase.shared(container, name: Self.storeName, migrator: Self.migrator)
-    signal = try Signal(name: name, folder: try container.privateFolder("mailbox-signals"), container: container)
+    signal = try Signal(name: name, folder: try container.privateFolder(.mailboxSignals), container: container)
     // Read once now: a damaged signal file is an error that names it here, not receivers that
     // are silently never woken.
     _ = try signal.state
@@ -356,60 +356,6 @@ public final class Mailbox: Sendable {
     try totals.save(db, mailbox: name)
     return count
   }
-
-  // MARK: Schema
-
-  /// The store database that holds every mailbox.
-  static let storeName = "mailboxes"
-
-  static let migrator: DatabaseMigrator = {
-    var migrator = DatabaseMigrator()
-    migrator.registerMigration("mailbox v1") { db in
-      // One B-tree ordered by (mailbox, position): a receive is a range scan, an acknowledgement
-      // a delete by key. Positions come from mailbox_totals.next_position, which is never
-      // lowered, so a receiver that has seen position n never skips a new message.
-      try db.execute(
-        sql: """
-          CREATE TABLE mailbox_message (
-            mailbox TEXT NOT NULL,
-            position INTEGER NOT NULL,
-            id TEXT NOT NULL,
-            given_id INTEGER NOT NULL,
-            sender TEXT NOT NULL,
-            sent_at REAL NOT NULL,
-            kind INTEGER NOT NULL,
-            payload BLOB NOT NULL,
-            quarantine_reason TEXT,
-            PRIMARY KEY (mailbox, position)
-          ) WITHOUT ROWID;
-          CREATE UNIQUE INDEX mailbox_message_given_id ON mailbox_message (mailbox, id) WHERE given_id = 1;
-          CREATE TABLE mailbox_acknowledged (
-            mailbox TEXT NOT NULL,
-            id TEXT NOT NULL,
-            acknowledged_at REAL NOT NULL,
-            PRIMARY KEY (mailbox, id)
-          ) WITHOUT ROWID;
-          CREATE INDEX mailbox_acknowledged_age ON mailbox_acknowledged (acknowledged_at);
-          CREATE TABLE mailbox_totals (
-            mailbox TEXT PRIMARY KEY,
-            next_position INTEGER NOT NULL,
-            messages INTEGER NOT NULL,
-            bytes INTEGER NOT NULL,
-            quarantined INTEGER NOT NULL
-          ) WITHOUT ROWID;
-          """)
-    }
-    // The limits are the mailbox's own, in its totals row (NULL: the defaults).
-    migrator.registerMigration("mailbox v2: limits") { db in
-      try db.execute(
-        sql: """
-          ALTER TABLE mailbox_totals ADD COLUMN maximum_message_size INTEGER;
-          ALTER TABLE mailbox_totals ADD COLUMN maximum_messages INTEGER;
-          ALTER TABLE mailbox_totals ADD COLUMN maximum_bytes INTEGER;
-          """)
-    }
-    return migrator
-  }()
 }
 
 extension SharedContainer {
@@ -454,7 +400,9 @@ extension SharedContainer {
   /// Every mailbox that holds messages, by name: how many wait, how many are quarantined, and
   /// their payload bytes. Opens no store that does not exist yet.
   public func mailboxes() throws(LiaisonError) -> [MailboxInfo] {
-    guard let store = try StoreDatabase.existing(self, name: "mailboxes", migrator: Mailbox.migrator) else { return [] }
+    guard let store = try StoreDatabase.existing(self, name: Mailbox.storeName, migrator: Mailbox.migrator) else {
+      return []
+    }
     return try store.read { db in
       try Row.fetchAll(
         db, sql: "SELECT mailbox, messages, quarantined, bytes FROM mailbox_totals WHERE messages > 0 ORDER BY mailbox"

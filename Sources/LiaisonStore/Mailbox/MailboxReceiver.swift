@@ -84,7 +84,7 @@ public final class MailboxReceiver: Sendable {
       return try await waitForMessages(until: nil) { () throws(LiaisonError) in
         try deliver(limit: 1, readAhead: batchSize, decode: decode)
       }.first
-    } catch where error.code == .cancelled {
+    } catch let error where error.code == .cancelled {
       return nil
     }
   }
@@ -486,7 +486,7 @@ extension Mailbox {
   /// - Throws: ``/Liaison/LiaisonError/Code/alreadyClaimed`` when another receiver, in any process, holds
   ///   the mailbox.
   public func receiver() throws(LiaisonError) -> MailboxReceiver {
-    let lock = ProcessLock(name: name, folder: try container.privateFolder("mailbox-receivers"), container: container)
+    let lock = ProcessLock(name: name, folder: try container.privateFolder(.mailboxReceivers), container: container)
     guard let held = try lock.tryLock() else {
       throw LiaisonError(
         .alreadyClaimed,

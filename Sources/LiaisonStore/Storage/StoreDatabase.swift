@@ -73,7 +73,7 @@ final class StoreDatabase: Sendable {
     let held: LockGuard
     do {
       held = try await lock.lock(timeout: timeout)
-    } catch where error.code == .timedOut {
+    } catch let error where error.code == .timedOut {
       throw openingTimedOut(folder.path(of: name + ".sqlite"), timeout)
     }
     return try register(container, folder: folder, name: name, migrator: migrator, lock: lock, holding: held)
@@ -82,7 +82,7 @@ final class StoreDatabase: Sendable {
   private static func opening(
     _ container: SharedContainer, name: String
   ) throws(LiaisonError) -> (PrivateFolder, ProcessLock) {
-    let folder = try container.privateFolder("store")
+    let folder = try container.privateFolder(.store)
     return (folder, ProcessLock(name: try LiaisonName(name + ".write"), folder: folder, container: container))
   }
 
@@ -128,7 +128,7 @@ final class StoreDatabase: Sendable {
   static func existing(
     _ container: SharedContainer, name: String, migrator: DatabaseMigrator
   ) throws(LiaisonError) -> StoreDatabase? {
-    guard try container.privateFolder("store").inspectFile(name + ".sqlite") != nil else { return nil }
+    guard try container.privateFolder(.store).inspectFile(name + ".sqlite") != nil else { return nil }
     return try shared(container, name: name, migrator: migrator)
   }
 
@@ -216,7 +216,7 @@ final class StoreDatabase: Sendable {
     let held: LockGuard
     do {
       held = try await writeLock.lock(timeout: timeout)
-    } catch where error.code == .timedOut {
+    } catch let error where error.code == .timedOut {
       throw timedOut(timeout)
     }
     return try suspension.access { () throws(LiaisonError) -> T in
