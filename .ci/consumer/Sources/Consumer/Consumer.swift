@@ -22,7 +22,7 @@ struct Consumer {
 /// Counts a launch in the folder `path` (created if missing) and announces it in a mailbox, under
 /// a lock; prints what it did.
 func launch(in path: String) async throws {
-  let container = try SharedContainer(directory: path)
+  let container = try SharedContainer(directory: path, createIfMissing: true)
   let defaults = try await container.defaults("consumer")
   let inbox = try await container.mailbox("inbox", sender: "consumer")
   try await container.lock("consumer").withLock(timeout: .seconds(10)) {
