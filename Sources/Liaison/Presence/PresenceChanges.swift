@@ -77,9 +77,9 @@ public struct PresenceChanges: AsyncSequence, Sendable {
     /// The next change; `nil` when the iteration is cancelled.
     ///
     /// - Throws: the ``LiaisonError`` that ended the watch.
-    public mutating func next() async throws -> PresenceChange? {
+    public mutating func next() async throws(LiaisonError) -> PresenceChange? {
       if let failure = failure.take() { throw failure }
-      while let change = try await base?.next() {
+      while let change = try await nextFromWatch() {
         // Against the last element delivered, not the last emitted: a change and its undoing
         // while the consumer was away must not reach it as a repeat.
         if let lastDelivered, change.isSame(as: lastDelivered) { continue }
@@ -87,6 +87,17 @@ public struct PresenceChanges: AsyncSequence, Sendable {
         return change
       }
       return nil
+    }
+
+    /// The watch's next change; the stream ends with a ``LiaisonError`` (its `fail`), or with none.
+    private mutating func nextFromWatch() async throws(LiaisonError) -> PresenceChange? {
+      do {
+        return try await base?.next()
+      } catch let error as LiaisonError {
+        throw error
+      } catch {
+        return nil
+      }
     }
   }
 
