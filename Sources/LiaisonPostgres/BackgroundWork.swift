@@ -32,6 +32,9 @@
       }
     }
 
+    /// How many tasks run now.
+    var count: Int { state.withLock { $0.tasks.count } }
+
     /// Refuses new work, cancels every task and waits until each has ended.
     func close() async {
       let tasks = state.withLock { state in

@@ -133,6 +133,9 @@
       holders.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(connection)) }
     }
 
+    /// How many connections are open now.
+    var openCount: Int { open.withLock { $0.count } }
+
     /// Leaves `connection` open past ``closeAll()``: its session now belongs to the processes
     /// that hold its socket (see ``HeldSession/leaveOpenUntilExit()``).
     func leaveOpen(_ connection: PostgresConnection) {

@@ -165,6 +165,11 @@
       await connector.closeAll()
     }
 
+    /// How many background tasks and connections the container has now: what ``close()`` ends.
+    package var activity: (backgroundTasks: Int, connections: Int) {
+      (connector.background.count, connector.openCount)
+    }
+
     /// The lock called `name` (see ``/Liaison/LiaisonName`` for the rule names follow).
     public func lock(_ name: String) throws(LiaisonError) -> PostgresLock {
       PostgresLock(container: self, name: try LiaisonName(name))

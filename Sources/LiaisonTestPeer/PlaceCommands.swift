@@ -85,7 +85,9 @@ let placeCommands: [PeerCommand] = [
   PeerCommand("place-lost", "NAME   waits until the held lock is lost → ok lost MONOTONIC-NS | ok unlocked") {
     words in
     guard let held = placeGuards[words[1]] else { return "unlocked" }
-    let loss = blocking { await held.waitForLoss() }
+    let loss = blocking { () async -> LiaisonError? in
+      do { return try await held.waitForLoss() } catch { return nil }
+    }
     let at = monotonicNanoseconds()
     return loss == nil ? "unlocked" : "lost \(at)"
   },
