@@ -13,7 +13,17 @@
   final class Connector: Sendable {
     let configuration: PostgresConnection.Configuration
     let timing: DetectionTiming
-    private let logger: Logger
+    /// The logger of postgres-nio's connections and of the failures of background work.
+    let logger: Logger
+    /// How many idle connections are kept for reuse at most.
+    let maximumIdle: Int
+    /// The container's background tasks, which ``PostgresContainer/close()`` ends.
+    let background = BackgroundWork()
+    /// Set by ``PostgresContainer/close()``: no connection is made or lent any more.
+    private let closed = Locked(false)
+    /// Every connection open now, by connection, until its close completes: what
+    /// ``closeAll()`` closes and waits for.
+    private let open = Locked<[ObjectIdentifier: PostgresConnection]>([:])
     /// Idle connections whose session holds no lock: reused for statements, and for a lock's
     /// next grant.
     private let idle = Locked<[PostgresConnection]>([])
@@ -23,13 +33,12 @@
     private let holders = Locked<[ObjectIdentifier: WeakHolder]>([:])
     /// Each open connection's socket descriptor in this process, by connection.
     private let sockets = Locked<[ObjectIdentifier: CInt]>([:])
-    static let maximumIdle = 8
 
     private struct WeakHolder: @unchecked Sendable {
       weak var session: HeldSession?
     }
 
-    init(configuration: PostgresConnection.Configuration, timing: DetectionTiming) {
+    init(configuration: PostgresConnection.Configuration, timing: DetectionTiming, logger: Logger, maximumIdle: Int) {
       var configuration = configuration
       // The server ends the session of a client that stops answering (dead host, cut network)
       // within about half the detection bound, which releases its advisory locks; and checks
@@ -44,17 +53,27 @@
       ]
       self.configuration = configuration
       self.timing = timing
-      var logger = Logger(label: "liaison.postgres")
-      logger.logLevel = .critical
       self.logger = logger
+      self.maximumIdle = maximumIdle
     }
 
+    /// postgres-nio's logger for the statements (the container's logger).
     var quietLogger: Logger { logger }
+
+    /// The error of everything asked of a closed container.
+    static let closedError = LiaisonError(
+      .closed, "The PostgresContainer was closed: open a new one (PostgresContainer(url:namespace:)) to go on.")
+
+    /// Throws ``closedError`` once the container is closed.
+    func checkOpen() throws(LiaisonError) {
+      if closed.withLock({ $0 }) { throw Self.closedError }
+    }
 
     /// A new connection, its socket set to notice a dead server within the detection bound. A
     /// connection that ends while it is set up is tried once more: a loaded server or machine may
     /// drop one (seen under Thread Sanitizer with the whole test suite running).
-    func connect() async throws -> PostgresConnection {
+    func connect() async throws(LiaisonError) -> PostgresConnection {
+      try checkOpen()
       do {
         do {
           return try await connectOnce()
@@ -81,7 +100,14 @@
         on: channel.eventLoop, configuration: established, id: id, logger: logger)
       let key = ObjectIdentifier(connection)
       if let socket { sockets.withLock { $0[key] = socket } }
+      open.withLock { $0[key] = connection }
+      // Closed in between: nobody will close this one; close it now.
+      if closed.withLock({ $0 }) {
+        close(connection)
+        throw Self.closedError
+      }
       connection.closeFuture.whenComplete { [weak self] _ in
+        self?.open.withLock { _ = $0.removeValue(forKey: key) }
         self?.sockets.withLock { _ = $0.removeValue(forKey: key) }
         let holder = self?.holders.withLock { $0.removeValue(forKey: key) }
         holder?.session?.lose("its connection to the server closed (a server restart, or the session was terminated)")
@@ -105,6 +131,15 @@
 
     func stopWatching(_ connection: PostgresConnection) {
       holders.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(connection)) }
+    }
+
+    /// How many connections are open now.
+    var openCount: Int { open.withLock { $0.count } }
+
+    /// Leaves `connection` open past ``closeAll()``: its session now belongs to the processes
+    /// that hold its socket (see ``HeldSession/leaveOpenUntilExit()``).
+    func leaveOpen(_ connection: PostgresConnection) {
+      open.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(connection)) }
     }
 
     /// The descriptor of `connection`'s socket in this process, while it is open: for a command
@@ -152,7 +187,8 @@
     }
 
     /// An idle connection, or a new one.
-    func take() async throws -> PostgresConnection {
+    func take() async throws(LiaisonError) -> PostgresConnection {
+      try checkOpen()
       while let connection = idle.withLock({ $0.popLast() }) {
         if !connection.isClosed { return connection }
       }
@@ -162,8 +198,9 @@
     /// Keeps `connection` for reuse: its session must hold nothing.
     func giveBack(_ connection: PostgresConnection) {
       guard !connection.isClosed else { return }
+      let isClosed = closed.withLock { $0 }
       let kept = idle.withLock { idle -> Bool in
-        guard idle.count < Self.maximumIdle else { return false }
+        guard !isClosed, idle.count < maximumIdle else { return false }
         idle.append(connection)
         return true
       }
@@ -182,10 +219,29 @@
       }) { close(connection) }
     }
 
+    /// Closes for good: refuses new connections and statements, ends every background task (and
+    /// waits for it), ends every hold that is still held (as lost: its holder's code may be
+    /// running under it), then closes every connection and waits until each is closed.
+    func closeAll() async {
+      closed.withLock { $0 = true }
+      await background.close()
+      let sessions = holders.withLock { holders in
+        defer { holders = [:] }
+        return holders.values.compactMap(\.session)
+      }
+      for session in sessions { session.lose("its PostgresContainer was closed") }
+      closeIdle()
+      for connection in open.withLock({ Array($0.values) }) {
+        try? await connection.close()
+      }
+    }
+
     /// Runs one statement on an idle connection, with the reply bounded by the detection timing:
     /// a connection that fails or stops answering is closed, never reused. `committing`: see
     /// ``run(_:on:within:logger:committing:)``.
-    func query(_ query: PostgresQuery, doing what: String, committing: Bool = false) async throws -> [PostgresRow] {
+    func query(_ query: PostgresQuery, doing what: String, committing: Bool = false) async throws(LiaisonError)
+      -> [PostgresRow]
+    {
       let connection = try await take()
       do {
         let rows = try await Self.run(
@@ -196,6 +252,52 @@
         close(connection)
         throw PostgresErrors.translate(error, doing: what)
       }
+    }
+
+    /// Runs one write statement on an idle connection, and returns once it has committed. With a
+    /// `timeout`, the statement runs in a transaction whose `lock_timeout` is `timeout`: it waits
+    /// at most that long for the rows other processes' writes hold, and then throws
+    /// ``/Liaison/LiaisonError/Code/timedOut``, having written nothing. Without, it waits as long
+    /// as they take (a dead server is still noticed within the detection bound).
+    func write(_ query: PostgresQuery, doing what: String, timeout: Duration?) async throws(LiaisonError)
+      -> [PostgresRow]
+    {
+      let connection = try await take()
+      do {
+        guard let timeout else {
+          // No reply bound: a long transaction elsewhere is not an outage. A dead server or a cut
+          // network is noticed by the connection's keepalives, within the detection bound.
+          let rows = try await Self.run(query, on: connection, within: nil, logger: logger, committing: true)
+          giveBack(connection)
+          return rows
+        }
+        try await Self.begin(on: connection, lockTimeout: timeout, within: timing.replyTimeout, logger: logger)
+        let rows = try await Self.run(query, on: connection, within: nil, logger: logger)
+        _ = try await Self.run("COMMIT", on: connection, within: timing.replyTimeout, logger: logger)
+        giveBack(connection)
+        return rows
+      } catch {
+        close(connection)
+        throw PostgresErrors.translate(error, doing: what, timeout: timeout)
+      }
+    }
+
+    /// Begins a transaction on `connection`; with a `lockTimeout`, one whose waits for a row or
+    /// table lock end after it (`SET LOCAL lock_timeout`, as a bound parameter), with
+    /// PostgreSQL's `lock_not_available` (55P03).
+    static func begin(
+      on connection: PostgresConnection, lockTimeout: Duration?, within limit: Duration?, logger: Logger
+    ) async throws {
+      _ = try await run("BEGIN", on: connection, within: limit, logger: logger)
+      guard let lockTimeout else { return }
+      _ = try await run(
+        "SELECT set_config('lock_timeout', \(lockTimeoutSetting(lockTimeout)), true)", on: connection, within: limit,
+        logger: logger)
+    }
+
+    /// `timeout` as a `lock_timeout` setting, in milliseconds: at least 1 (0 would wait for ever).
+    static func lockTimeoutSetting(_ timeout: Duration) -> String {
+      String(max(1, min(Int64(Int32.max), Int64(timeout.clampedNanoseconds / 1_000_000))))
     }
 
     /// Runs `query` on `connection` and collects its rows; closes the connection (which fails

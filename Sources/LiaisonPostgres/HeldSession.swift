@@ -15,6 +15,8 @@
       var connection: PostgresConnection?
       var monitor: Task<Void, Never>?
       var end = LossState()
+      /// Told once, when the hold ends (lost or released).
+      var onEnd: [@Sendable () -> Void] = []
     }
 
     let connector: Connector
@@ -26,7 +28,8 @@
       self.what = what
       state = Locked(State(connection: connection))
       let interval = connector.timing.heartbeatInterval
-      let monitor = Task { [weak self] in
+      // A background task of the container: its close() ends it.
+      let monitor = connector.background.start { [weak self] in
         while !Task.isCancelled {
           do {
             try await Task.sleep(for: interval)
@@ -41,9 +44,12 @@
       connector.watch(connection, for: self)
     }
 
+    /// A hold dropped while held is released in the background: its connection is closed, which
+    /// ends its session on the server (the container's `close()` waits for that close).
     deinit {
-      let (connection, monitor) = state.withLock { ($0.connection.take(), $0.monitor.take()) }
+      let (connection, monitor, onEnd) = state.withLock { ($0.connection.take(), $0.monitor.take(), $0.onEnd) }
       monitor?.cancel()
+      for action in onEnd { action() }
       if let connection {
         connector.stopWatching(connection)
         connector.close(connection)
@@ -52,7 +58,28 @@
 
     var isHeld: Bool { state.withLock { $0.connection != nil } }
     var loss: LiaisonError? { state.withLock { $0.end.loss } }
-    func waitForLoss() async -> LiaisonError? { await state.waitForLoss(\.end) }
+
+    /// Waits until the hold is lost and returns why; `nil` once released.
+    ///
+    /// - Throws: ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled while it is
+    ///   still held.
+    func waitForLoss() async throws(LiaisonError) -> LiaisonError? {
+      let loss = await state.waitForLoss(\.end)
+      if loss == nil, Task.isCancelled, isHeld {
+        throw LiaisonError.cancelled("waiting for the loss of \(what.prefix(1).lowercased() + what.dropFirst())")
+      }
+      return loss
+    }
+
+    /// Runs `action` once the hold ends, lost or released (at once if it has ended already).
+    func whenEnded(_ action: @escaping @Sendable () -> Void) {
+      let ended = state.withLock { state -> Bool in
+        guard state.connection != nil else { return true }
+        state.onEnd.append(action)
+        return false
+      }
+      if ended { action() }
+    }
 
     /// The connection, while held.
     var connection: PostgresConnection? { state.withLock { $0.connection } }
@@ -70,6 +97,7 @@
       monitor?.cancel()
       guard let connection else { return }
       connector.stopWatching(connection)
+      connector.leaveOpen(connection)
       Self.leftOpen.withLock { $0.append(connection) }
     }
 
@@ -101,11 +129,14 @@
     /// was still held (for a release to unlock and reuse), after the monitor has stopped.
     @discardableResult
     func end(_ loss: LiaisonError?) -> PostgresConnection? {
-      let (connection, monitor, waiters) = state.withLock { state in
-        (state.connection.take(), state.monitor.take(), state.end.end(loss))
+      let (connection, monitor, waiters, onEnd) = state.withLock { state in
+        let onEnd = state.onEnd
+        state.onEnd = []
+        return (state.connection.take(), state.monitor.take(), state.end.end(loss), onEnd)
       }
       monitor?.cancel()
       waiters.resumeAll(loss)
+      for action in onEnd { action() }
       if let connection { connector.stopWatching(connection) }
       if loss != nil, let connection {
         connector.close(connection)

@@ -47,40 +47,51 @@
       self.connector = connector
     }
 
+    /// Stops listening for good: subscribers still waiting for the first `LISTEN` are told that
+    /// the container was closed. The task ends in the container's background work.
     func stop() {
-      let task = state.withLock { state -> Task<Void, Never>? in
+      let (task, waiting) = state.withLock { state in
         state.stopped = true
-        return state.task.take()
+        defer { state.waiting = [] }
+        return (state.task.take(), state.waiting)
       }
       task?.cancel()
+      for continuation in waiting { continuation.resume(throwing: Connector.closedError) }
     }
 
     /// Adds a subscriber for notifications of `kind` on `name`, once the connection listens:
     /// a notification committed after this returns reaches `deliver`.
     func subscribe(
       kind: String, namespace: LiaisonName, name: LiaisonName, deliver: @escaping @Sendable (Event?) -> Void
-    ) async throws -> Int {
+    ) async throws(LiaisonError) -> Int {
+      try connector.checkOpen()
       let id = state.withLock { state -> Int in
         state.nextID += 1
         state.subscribers[state.nextID] = Subscriber(
           kind: kind, namespace: namespace.rawValue, name: name.rawValue, deliver: deliver)
         if state.task == nil && !state.stopped {
-          state.task = Task { [weak self] in await self?.run() }
+          // A background task of the container: its close() ends it.
+          state.task = connector.background.start { [weak self] in await self?.run() }
         }
         return state.nextID
       }
       do {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-          let ready = state.withLock { state -> Bool in
+          let ready = state.withLock { state -> Bool? in
+            if state.stopped { return false }
             if state.listening { return true }
             state.waiting.append(continuation)
-            return false
+            return nil
           }
-          if ready { continuation.resume() }
+          switch ready {
+          case .some(true): continuation.resume()
+          case .some(false): continuation.resume(throwing: Connector.closedError)
+          case .none: break
+          }
         }
       } catch {
         unsubscribe(id)
-        throw error
+        throw PostgresErrors.translate(error, doing: "listen for notifications")
       }
       return id
     }

@@ -16,6 +16,12 @@
   /// }
   /// ```
   ///
+  /// **Lifetime.** The container owns its connections and its background work (its listening
+  /// connection, the heartbeats of held locks and claims, the release of a guard, claim or
+  /// receiver dropped without being released). ``close()`` ends all of them and waits until they
+  /// have ended; after it, every operation throws ``/Liaison/LiaisonError/Code/closed``. Close a
+  /// container before dropping it: one dropped open closes its idle connections without waiting.
+  ///
   /// Two applications in one database never collide when their namespaces differ. Everything
   /// lives in the schema `liaison`, created on first use (under a lock, so that processes
   /// starting together do not race). Each held lock or claim uses a connection of its own that
@@ -31,9 +37,31 @@
     /// Tells this container's own posts apart from other processes'.
     let senderID: UInt64
     let host: String
+    /// Makes the encoder of the payloads and values given as `Encodable`.
+    let makeEncoder: @Sendable () -> JSONEncoder
+    /// Makes the decoder of the payloads and values read as `Decodable`.
+    let makeDecoder: @Sendable () -> JSONDecoder
+    /// The defaults handle of each domain in use: one per domain, so that its cache and its
+    /// subscription are the container's (see ``defaults(_:)``).
+    let defaultsHandles = Locked<[LiaisonName: WeakDefaults]>([:])
+
+    struct WeakDefaults: @unchecked Sendable {
+      weak var defaults: PostgresDefaults?
+    }
 
     /// The default detection bound: 10 seconds.
     public static let defaultDetectionBound: Duration = .seconds(10)
+
+    /// The default logger: postgres-nio's messages and those of the container's background work,
+    /// at level `critical` only.
+    public static var defaultLogger: Logger {
+      var logger = Logger(label: "liaison.postgres")
+      logger.logLevel = .critical
+      return logger
+    }
+
+    /// The default number of idle connections kept for reuse: 8.
+    public static let defaultMaximumIdleConnections = 8
 
     /// Opens the place at a `postgres://` URL.
     ///
@@ -45,15 +73,25 @@
     ///   - url: where the server is, and who connects.
     ///   - namespace: the namespace of the place's names (see ``namespace``).
     ///   - detectionBound: how soon a dead peer is noticed (see
-    ///     ``init(configuration:namespace:detectionBound:)``).
+    ///     ``init(configuration:namespace:detectionBound:logger:maximumIdleConnections:encoder:decoder:)``).
+    ///   - logger: postgres-nio's logger, and the one of failures in the container's background
+    ///     work (``defaultLogger``: critical messages only).
+    ///   - maximumIdleConnections: how many idle connections are kept for reuse (at least 0).
+    ///   - encoder: makes the `JSONEncoder` of values and payloads (a date or key strategy).
+    ///   - decoder: makes the `JSONDecoder` that reads them back.
     /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a URL that cannot be read,
     ///   ``/Liaison/LiaisonError/Code/invalidName`` for a namespace that breaks the naming rule, and
     ///   ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
     public convenience init(
-      url: String, namespace: String, detectionBound: Duration = PostgresContainer.defaultDetectionBound
-    ) async throws {
+      url: String, namespace: String, detectionBound: Duration = PostgresContainer.defaultDetectionBound,
+      logger: Logger = PostgresContainer.defaultLogger,
+      maximumIdleConnections: Int = PostgresContainer.defaultMaximumIdleConnections,
+      encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
+      decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+    ) async throws(LiaisonError) {
       try await self.init(
-        configuration: try PostgresURL.configuration(url), namespace: namespace, detectionBound: detectionBound)
+        configuration: try PostgresURL.configuration(url), namespace: namespace, detectionBound: detectionBound,
+        logger: logger, maximumIdleConnections: maximumIdleConnections, encoder: encoder, decoder: decoder)
     }
 
     /// Opens the place with a postgres-nio configuration.
@@ -69,27 +107,67 @@
     ///     than the server lets another process in. A holder that is killed, or that closes its
     ///     connection, is noticed at once. Smaller bounds cost more heartbeats: one round trip per held lock or
     ///     claim every seventh of the bound.
+    ///   - logger: postgres-nio's logger, and the one of failures in the container's background
+    ///     work (``defaultLogger``: critical messages only).
+    ///   - maximumIdleConnections: how many idle connections are kept for reuse (at least 0).
+    ///   - encoder: makes the `JSONEncoder` of values and payloads (a date or key strategy).
+    ///   - decoder: makes the `JSONDecoder` that reads them back.
     public init(
       configuration: PostgresConnection.Configuration, namespace: String,
-      detectionBound: Duration = PostgresContainer.defaultDetectionBound
-    ) async throws {
+      detectionBound: Duration = PostgresContainer.defaultDetectionBound,
+      logger: Logger = PostgresContainer.defaultLogger,
+      maximumIdleConnections: Int = PostgresContainer.defaultMaximumIdleConnections,
+      encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
+      decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+    ) async throws(LiaisonError) {
       guard detectionBound >= .seconds(2) else {
         throw LiaisonError(
           .invalidArgument,
           "The detection bound \(detectionBound) is too short: give 2 seconds or more (the default is 10 seconds).")
       }
+      guard maximumIdleConnections >= 0 else {
+        throw LiaisonError(
+          .invalidArgument,
+          "The maximum number of idle connections is \(maximumIdleConnections): give 0 or more (the default is "
+            + "\(Self.defaultMaximumIdleConnections)).")
+      }
       self.namespace = try LiaisonName(namespace)
       self.detectionBound = detectionBound
-      connector = Connector(configuration: configuration, timing: DetectionTiming(bound: detectionBound))
+      connector = Connector(
+        configuration: configuration, timing: DetectionTiming(bound: detectionBound), logger: logger,
+        maximumIdle: maximumIdleConnections)
       senderID = UInt64.random(in: 1...UInt64.max)
       host = ProcessInfo.processInfo.hostName
       listener = Listener(connector: connector)
-      try await Schema.create(connector)
+      makeEncoder = encoder
+      makeDecoder = decoder
+      do {
+        try await Schema.create(connector)
+      } catch {
+        await connector.closeAll()
+        throw PostgresErrors.translate(error, doing: "set up Liaison's tables")
+      }
     }
 
+    /// The safety net of a container dropped without ``close()``: its idle connections are
+    /// closed, without waiting.
     deinit {
       listener.stop()
       connector.closeIdle()
+    }
+
+    /// Closes the container: ends its background work and every connection it owns, and waits
+    /// until they have ended. Locks and claims still held are lost (their connections close, so
+    /// the server releases them at once), and receivers end. Afterwards every operation throws
+    /// ``/Liaison/LiaisonError/Code/closed``. Calling it again does nothing.
+    public func close() async {
+      listener.stop()
+      await connector.closeAll()
+    }
+
+    /// How many background tasks and connections the container has now: what ``close()`` ends.
+    package var activity: (backgroundTasks: Int, connections: Int) {
+      (connector.background.count, connector.openCount)
     }
 
     /// The lock called `name` (see ``/Liaison/LiaisonName`` for the rule names follow).
@@ -109,19 +187,22 @@
 
     /// Every presence of the namespace that has ever been claimed, by name (the `liaison presence
     /// list` command).
-    package func presences() async throws -> [PostgresPresence] {
+    package func presences() async throws(LiaisonError) -> [PostgresPresence] {
       let rows = try await query(
         "SELECT name FROM liaison.presence WHERE namespace = \(namespace.rawValue) ORDER BY name",
         doing: "list the presences")
-      return try rows.map { row in
-        PostgresPresence(container: self, name: try LiaisonName(try row.decode(String.self, context: .default)))
+      return rows.compactMap { row in
+        guard let text = try? row.decode(String.self, context: .default), let name = try? LiaisonName(text) else {
+          return nil  // another program's row
+        }
+        return PostgresPresence(container: self, name: name)
       }
     }
 
     /// Every signal of the namespace that has been posted or set, by name, with its state (the
     /// `liaison status` command). Rows whose name breaks the naming rule (another program's) are
     /// left out.
-    package func signalStates() async throws -> [(name: LiaisonName, state: UInt64)] {
+    package func signalStates() async throws(LiaisonError) -> [(name: LiaisonName, state: UInt64)] {
       let rows = try await query(
         "SELECT name, state FROM liaison.signal WHERE namespace = \(namespace.rawValue) ORDER BY name",
         doing: "list the signals")
@@ -136,12 +217,12 @@
     /// Runs one statement on a connection that holds nothing (the tests prepare and read their
     /// tables with it). `committing`: returns only once a write has committed (see
     /// ``Connector/run(_:on:within:logger:committing:)``).
-    package func query(_ query: PostgresQuery, doing what: String, committing: Bool = false) async throws
-      -> [PostgresRow]
+    package func query(_ query: PostgresQuery, doing what: String, committing: Bool = false)
+      async throws(LiaisonError) -> [PostgresRow]
     {
       try await connector.query(query, doing: what, committing: committing)
     }
   }
 
-  extension PostgresContainer: CoordinationPlace {}
+  extension PostgresContainer: CoordinationStore {}
 #endif

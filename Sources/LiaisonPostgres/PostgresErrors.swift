@@ -2,8 +2,12 @@
   import Liaison
   import PostgresNIO
 
-  /// PostgreSQL's and postgres-nio's errors as ``/Liaison/LiaisonError``s that say what to do.
+  /// PostgreSQL's and postgres-nio's errors as ``/Liaison/LiaisonError``s that say what to do: the
+  /// one place where they are translated.
   enum PostgresErrors {
+    /// PostgreSQL's `lock_not_available`: a `lock_timeout` passed.
+    static let lockNotAvailable = "55P03"
+
     /// The SQLSTATE of a server error, if `error` is one.
     static func sqlState(_ error: (any Error)?) -> String? {
       (error as? PSQLError)?.serverInfo?[.sqlState]
@@ -14,14 +18,29 @@
       (error as? PSQLError)?.serverInfo?[.message]
     }
 
-    static func translate(_ error: any Error, doing what: String) -> any Error {
-      if error is CancellationError || error is LiaisonError { return error }
+    /// `error` as a ``/Liaison/LiaisonError``: a ``/Liaison/LiaisonError`` as it is; a
+    /// cancellation (or any failure of a cancelled task: postgres-nio ends a cancelled statement
+    /// by closing its connection) as ``/Liaison/LiaisonError/Code/cancelled``; a `lock_timeout`
+    /// that passed (`timeout`: the one given) as ``/Liaison/LiaisonError/Code/timedOut``, nothing
+    /// written; a lost connection as ``/Liaison/LiaisonError/Code/unavailable``.
+    ///
+    /// - Parameter what: what was being done, as "Could not …" continues it.
+    static func translate(_ error: any Error, doing what: String, timeout: Duration? = nil) -> LiaisonError {
+      if let error = error as? LiaisonError { return error }
+      if error is CancellationError || Task.isCancelled { return .cancelled("trying to \(what)") }
       guard let psql = error as? PSQLError else {
         return LiaisonError(
           .unavailable, "Could not \(what): \(error). Check that the server runs and can be reached.", cause: error)
       }
       if let info = psql.serverInfo {
         let state = info[.sqlState] ?? "?"
+        if state == lockNotAvailable {
+          return LiaisonError(
+            .timedOut,
+            "Could not \(what): other processes' writes held the same rows longer than the timeout"
+              + "\(timeout.map { " (\($0))" } ?? ""); nothing was written. Try again, or give a longer timeout.",
+            cause: error)
+        }
         let message = info[.message] ?? "no message"
         // Class 57 (operator intervention: shutdown, terminated), 08 (connection exception).
         let code: LiaisonError.Code = state.hasPrefix("57") || state.hasPrefix("08") ? .unavailable : .system
@@ -37,6 +56,17 @@
           cause: error)
       default:
         return LiaisonError(.system, "Could not \(what): \(psql.code).", cause: error)
+      }
+    }
+
+    /// Runs `body`, throwing what it throws as ``translate(_:doing:timeout:)`` makes it.
+    static func typed<Result>(doing what: String, _ body: () async throws -> Result) async throws(LiaisonError)
+      -> Result
+    {
+      do {
+        return try await body()
+      } catch {
+        throw translate(error, doing: what)
       }
     }
   }

@@ -31,7 +31,7 @@
     /// Takes the lock if it is free, without waiting; `nil` when another holder has it.
     ///
     /// - Throws: ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
-    public func tryLock(_ mode: LockMode = .exclusive) async throws -> PostgresLockGuard? {
+    public func tryLock(_ mode: LockMode = .exclusive) async throws(LiaisonError) -> PostgresLockGuard? {
       let id = try await resolveID()
       let connector = container.connector
       let connection = try await connector.take()
@@ -46,7 +46,14 @@
         connector.close(connection)  // its session may hold the lock
         throw PostgresErrors.translate(error, doing: "take the lock '\(name)'")
       }
-      guard let token = try Self.granted(rows) else {
+      let token: UInt64?
+      do {
+        token = try Self.granted(rows)
+      } catch {
+        connector.close(connection)
+        throw PostgresErrors.translate(error, doing: "take the lock '\(name)'")
+      }
+      guard let token else {
         connector.giveBack(connection)
         return nil
       }
@@ -57,22 +64,26 @@
     /// server's: a waiter is granted the lock as soon as the holder's session ends.
     ///
     /// - Throws: ``/Liaison/LiaisonError/Code/timedOut`` when the timeout passes first,
-    ///   `CancellationError` when the task is cancelled while waiting (the wait is cancelled on
-    ///   the server too), ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
-    public func lock(_ mode: LockMode = .exclusive, timeout: Duration? = nil) async throws -> PostgresLockGuard {
+    ///   ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled while waiting (the
+    ///   wait is cancelled on the server too), ``/Liaison/LiaisonError/Code/unavailable`` when the
+    ///   server cannot be reached.
+    public func lock(_ mode: LockMode = .exclusive, timeout: Duration? = nil) async throws(LiaisonError)
+      -> PostgresLockGuard
+    {
       try ProcessLock.check(timeout)
       do {
         return try await takeOrWait(mode, timeout: timeout)
-      } catch  where Task.isCancelled && !(error is CancellationError) {
+      } catch {
         // postgres-nio ends a query of a cancelled task by closing its connection, which would
         // read as a lost server: cancelled at any point, the wait reports the cancellation.
-        throw CancellationError()
+        if Task.isCancelled && error.code != .cancelled { throw .cancelled("waiting for the lock '\(name)'") }
+        throw PostgresErrors.translate(error, doing: "wait for the lock '\(name)'")
       }
     }
 
-    private func takeOrWait(_ mode: LockMode, timeout: Duration?) async throws -> PostgresLockGuard {
+    private func takeOrWait(_ mode: LockMode, timeout: Duration?) async throws(LiaisonError) -> PostgresLockGuard {
       if let held = try await tryLock(mode) { return held }
-      try Task.checkCancellation()
+      if Task.isCancelled { throw .cancelled("waiting for the lock '\(name)'") }
       guard timeout != .zero else { throw timedOut(timeout) }
       let id = try await resolveID()
       let connector = container.connector
@@ -89,13 +100,20 @@
             grant(mode, id: id, wait: true), on: connection, within: nil, logger: connector.quietLogger,
             committing: mode == .exclusive)
         } onCancel: {
-          // Cancels the wait on the server. Should it arrive after the grant, it finds the
-          // session idle (or cancels the next statement): the check below releases the lock.
-          Task { _ = try? await connector.query("SELECT pg_cancel_backend(\(backend))", doing: "cancel a lock wait") }
+          // Cancels the wait on the server, in the container's background work. Should it arrive
+          // after the grant, it finds the session idle (or cancels the next statement): the check
+          // below releases the lock.
+          connector.background.start {
+            do {
+              _ = try await connector.query("SELECT pg_cancel_backend(\(backend))", doing: "cancel a lock wait")
+            } catch {
+              connector.logger.warning("Could not cancel a lock wait on the server: \(error)")
+            }
+          }
         }
         if Task.isCancelled {
           connector.close(connection)
-          throw CancellationError()
+          throw LiaisonError.cancelled("waiting for the lock '\(name)'")
         }
         guard let token = try Self.granted(rows) else {
           throw LiaisonError(.system, "The server did not grant the lock '\(name)' and gave no reason.")
@@ -104,8 +122,8 @@
       } catch {
         connector.close(connection)
         switch PostgresErrors.sqlState(error) {
-        case "55P03": throw timedOut(timeout)  // lock_not_available: lock_timeout passed
-        case "57014" where Task.isCancelled: throw CancellationError()  // query_canceled
+        case PostgresErrors.lockNotAvailable: throw timedOut(timeout)  // lock_timeout passed
+        case "57014" where Task.isCancelled: throw .cancelled("waiting for the lock '\(name)'")  // query_canceled
         default: throw PostgresErrors.translate(error, doing: "wait for the lock '\(name)'")
         }
       }
@@ -149,11 +167,16 @@
     }
 
     /// The row id, the second key of the advisory locks; registered on first use.
-    func resolveID() async throws -> Int32 { try await rowID.resolve() }
+    func resolveID() async throws(LiaisonError) -> Int32 { try await rowID.resolve() }
   }
 
-  /// A held ``PostgresLock``. Released by ``unlock()``, when the guard is deallocated (its
-  /// connection closes), or by the server when the holder's session ends.
+  /// A held ``PostgresLock``. Released by ``unlock()``, or by the server when the holder's
+  /// session ends.
+  ///
+  /// A guard dropped while held releases the lock too, in the background: its connection is
+  /// closed, which ends its session (the container's ``PostgresContainer/close()`` waits for
+  /// that). So `_ = try await lock.tryLock()` takes the lock and lets it go at once; await
+  /// ``unlock()`` where the next step must see the lock free.
   public final class PostgresLockGuard: HeldLock {
     /// The mode the lock is held in.
     public let mode: LockMode
@@ -180,9 +203,11 @@
     /// bound). `nil` while held and after ``unlock()``.
     public var loss: LiaisonError? { session.loss }
 
-    /// Waits until the lock is lost and returns why; `nil` once it is unlocked instead, or when
-    /// the task is cancelled.
-    public func waitForLoss() async -> LiaisonError? { await session.waitForLoss() }
+    /// Waits until the lock is lost and returns why; `nil` once it is unlocked instead.
+    ///
+    /// - Throws: ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled first: the
+    ///   lock may still be held.
+    public func waitForLoss() async throws(LiaisonError) -> LiaisonError? { try await session.waitForLoss() }
 
     /// This grant's fencing token: larger than the token of every earlier exclusive grant of this
     /// lock in its namespace, across server restarts (it is stored in the table `liaison.lock`,
@@ -197,7 +222,7 @@
     /// No row updated means a later holder has written: stop.
     ///
     /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a shared lock.
-    public func fencingToken() throws(LiaisonError) -> UInt64 {
+    public func fencingToken() async throws(LiaisonError) -> UInt64 {
       guard mode == .exclusive else {
         throw LiaisonError(
           .invalidArgument,
@@ -217,18 +242,40 @@
     /// - Throws: the loss (``/Liaison/LiaisonError/Code/lost``) when the lock was lost before or
     ///   while the statement ran, or when the statement failed; ``/Liaison/LiaisonError/Code/invalidArgument``
     ///   after ``unlock()``.
-    func run(_ query: PostgresQuery, doing what: String, committing: Bool) async throws -> [PostgresRow] {
+    ///
+    /// With a `timeout`, the statement (a write) runs in a transaction whose `lock_timeout` is
+    /// `timeout`: when it passes, the transaction is rolled back, nothing is written, the hold
+    /// stays, and this throws ``/Liaison/LiaisonError/Code/timedOut``.
+    func run(_ query: PostgresQuery, doing what: String, committing: Bool, timeout: Duration? = nil)
+      async throws(LiaisonError) -> [PostgresRow]
+    {
       guard let connection = session.connection else {
         throw session.loss
           ?? LiaisonError(.invalidArgument, "Could not \(what): the lock '\(lock.name)' was already unlocked.")
       }
       let connector = lock.container.connector
       do {
+        // In a task of its own, awaited here: the statement runs to its end when the caller is
+        // cancelled.
         return try await Task {
-          try await Connector.run(
-            query, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger,
-            committing: committing)
+          let limit = connector.timing.replyTimeout
+          guard let timeout else {
+            return try await Connector.run(
+              query, on: connection, within: limit, logger: connector.quietLogger, committing: committing)
+          }
+          try await Connector.begin(on: connection, lockTimeout: timeout, within: limit, logger: connector.logger)
+          do {
+            let rows = try await Connector.run(query, on: connection, within: nil, logger: connector.quietLogger)
+            _ = try await Connector.run("COMMIT", on: connection, within: limit, logger: connector.quietLogger)
+            return rows
+          } catch where PostgresErrors.sqlState(error) == PostgresErrors.lockNotAvailable {
+            // The hold stays: roll back, so that the session can serve the next statement.
+            _ = try await Connector.run("ROLLBACK", on: connection, within: limit, logger: connector.quietLogger)
+            throw PostgresErrors.translate(error, doing: what, timeout: timeout)
+          }
         }.value
+      } catch let error as LiaisonError where error.code == .timedOut && session.loss == nil {
+        throw error
       } catch {
         if let loss = session.loss { throw loss }
         let failure = PostgresErrors.translate(error, doing: what)
@@ -236,6 +283,9 @@
         throw session.loss ?? failure
       }
     }
+
+    /// Runs `action` once the hold ends, lost or released.
+    func whenEnded(_ action: @escaping @Sendable () -> Void) { session.whenEnded(action) }
 
     /// The descriptor, in this process, of the socket whose session holds the lock; `nil` once
     /// unlocked or lost. A child that inherits it holds the session, and so the lock, with this

@@ -16,7 +16,12 @@
   /// connection at each send's commit, and after a reconnect of that connection the receiver
   /// looks again, so a send made meanwhile is not missed. Each message is delivered once to a
   /// receiver, even when several tasks receive from it at the same time.
-  public final class PostgresMailboxReceiver: Sendable {
+  ///
+  /// A receiver dropped without ``close()`` is closed too, in the background: its claim's
+  /// connection is closed, which ends its session (the container's
+  /// ``PostgresContainer/close()`` waits for that); its unacknowledged messages go to the next
+  /// receiver.
+  public final class PostgresMailboxReceiver: Sendable, CoordinationReceiver {
     /// The mailbox this receiver receives from.
     public let mailbox: PostgresMailbox
     private let held: PostgresLockGuard
@@ -46,7 +51,7 @@
       }
     }
 
-    init(mailbox: PostgresMailbox, held: PostgresLockGuard) async throws {
+    init(mailbox: PostgresMailbox, held: PostgresLockGuard) async throws(LiaisonError) {
       self.mailbox = mailbox
       self.held = held
       let wakeUps = wakeUps
@@ -58,18 +63,15 @@
         wakeUps.ring()
       }
       // A lost claim (or a closed receiver) ends every wait at once.
-      Task { [held] in
-        _ = await held.waitForLoss()
-        wakeUps.close()
-      }
+      held.whenEnded { wakeUps.close() }
       try await pruneAcknowledgedIDs()
     }
 
+    /// The safety net of a receiver dropped without ``close()``: dropping `held` closes the
+    /// claim's connection (see ``PostgresLockGuard``).
     deinit {
       mailbox.container.listener.unsubscribe(subscription)
       wakeUps.close()
-      let held = held
-      Task { await held.unlock() }
     }
 
     /// Ends this receiver: messages it delivered and did not acknowledge go to the next receiver.
@@ -84,75 +86,86 @@
     /// `nil` while it receives, and after ``close()``.
     public var loss: LiaisonError? { held.loss }
 
-    /// Waits until the receiver's claim is lost and returns why; `nil` once it is closed
-    /// instead, or when the task is cancelled.
-    public func waitForLoss() async -> LiaisonError? { await held.waitForLoss() }
+    /// Waits until the receiver's claim is lost and returns why; `nil` once it is closed instead.
+    ///
+    /// - Throws: ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled first.
+    public func waitForLoss() async throws(LiaisonError) -> LiaisonError? { try await held.waitForLoss() }
 
     // MARK: Receiving
 
     /// The messages, decoded as `Payload`, as an `AsyncSequence` that waits for new ones: the
-    /// receiver's main loop. Acknowledge each with ``acknowledge(_:)-(MailboxEnvelope<Payload>)``
-    /// once handled.
+    /// receiver's main loop. Acknowledge each with ``acknowledge(_:timeout:)`` once handled.
     ///
     /// A message that cannot be decoded as `Payload` is quarantined and skipped. The sequence
     /// throws if the server cannot be reached or the claim is lost, and when the receiver is
     /// closed; cancelling the task ends it.
     ///
     /// - Parameters:
-    ///   - type: the type to decode the payloads as.
+    ///   - type: the type to decode the payloads as (with the container's decoder).
     ///   - batchSize: how many messages one read from the server fetches at most.
     public func messages<Payload: Decodable & Sendable>(
       _ type: Payload.Type = Payload.self, batchSize: Int = 64
-    ) -> PostgresMailboxMessages<Payload> {
-      PostgresMailboxMessages(receiver: self, batchSize: max(1, batchSize))
+    ) -> MailboxMessages<Payload> {
+      let batchSize = max(1, batchSize)
+      return MailboxMessages { [self] () async throws(LiaisonError) -> MailboxEnvelope<Payload>? in
+        let decode = decoding(Payload.self)
+        do throws(LiaisonError) {
+          return try await waitForMessages {
+            () async throws(LiaisonError) -> [MailboxEnvelope<Payload>] in
+            try await deliver(limit: 1, readAhead: batchSize, decode: decode)
+          }[0]
+        } catch where error.code == .cancelled {
+          return nil
+        }
+      }
     }
 
-    /// Up to `limit` messages, waiting (without polling) until there is at least one.
+    /// Up to `limit` messages, waiting (without polling) until there is at least one, at most
+    /// `timeout`. Messages that cannot be decoded as `Payload` are quarantined on the way.
     ///
-    /// - Throws: `CancellationError` when the task is cancelled while waiting; a
-    ///   ``/Liaison/LiaisonError`` as ``receiveAvailable(_:limit:)``.
-    public func receive<Payload: Decodable & Sendable>(
-      _ type: Payload.Type = Payload.self, limit: Int = 64
-    ) async throws -> [MailboxEnvelope<Payload>] {
-      let decode = Self.decoding(Payload.self)
-      return try await waitForMessages { try await self.deliver(limit: limit, readAhead: limit, decode: decode) }
-    }
-
-    /// Up to `limit` of the messages waiting now, without waiting; empty when there are none.
-    /// Messages that cannot be decoded as `Payload` are quarantined on the way.
-    ///
-    /// - Throws: ``/Liaison/LiaisonError/Code/closed`` when the receiver was closed;
+    /// - Parameters:
+    ///   - type: the type to decode the payloads as (with the container's decoder).
+    ///   - limit: how many messages at most.
+    ///   - timeout: how long to wait for a message; `nil` waits as long as it takes, `.zero`
+    ///     returns those waiting now (perhaps none).
+    /// - Throws: ``/Liaison/LiaisonError/Code/timedOut`` when `timeout` passes with no message;
+    ///   ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled while waiting;
+    ///   ``/Liaison/LiaisonError/Code/closed`` once the receiver was closed;
     ///   ``/Liaison/LiaisonError/Code/lost`` when its claim was lost;
     ///   ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
-    public func receiveAvailable<Payload: Decodable & Sendable>(
-      _ type: Payload.Type = Payload.self, limit: Int = 64
-    ) async throws -> [MailboxEnvelope<Payload>] {
-      try await deliver(limit: limit, readAhead: limit, decode: Self.decoding(Payload.self))
+    public func receive<Payload: Decodable & Sendable>(
+      _ type: Payload.Type = Payload.self, limit: Int = 64, timeout: Duration? = nil
+    ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
+      try await receiving(limit: limit, timeout: timeout) { [self] in decoding(Payload.self) }
     }
 
-    /// The messages in their stored form, which never needs quarantine: for tools that do not
-    /// know the payload type (the `liaison receive` command).
-    package func receiveAvailableStored(limit: Int) async throws -> [MailboxEnvelope<MailboxPayload>] {
-      try await deliver(limit: limit, readAhead: limit) { .success($0.payload) }
-    }
-
-    /// ``receiveAvailableStored(limit:)``, waiting until there is at least one message.
-    package func receiveStored(limit: Int) async throws -> [MailboxEnvelope<MailboxPayload>] {
-      try await waitForMessages { try await self.deliver(limit: limit, readAhead: limit) { .success($0.payload) } }
-    }
-
-    /// One message for ``PostgresMailboxMessages``, reading `batchSize` ahead.
-    func next<Payload: Decodable & Sendable>(_ type: Payload.Type, batchSize: Int) async throws
-      -> MailboxEnvelope<Payload>
+    /// The messages in their stored form, which never needs quarantine, as ``receive(_:limit:timeout:)``
+    /// does: for tools that do not know the payload type (the `liaison receive` command).
+    package func receiveStored(limit: Int, timeout: Duration?) async throws(LiaisonError)
+      -> [MailboxEnvelope<MailboxPayload>]
     {
-      let decode = Self.decoding(Payload.self)
-      return try await waitForMessages { try await self.deliver(limit: 1, readAhead: batchSize, decode: decode) }[0]
+      try await receiving(limit: limit, timeout: timeout) { { .success($0.payload) } }
     }
 
-    private static func decoding<Payload: Decodable>(_ type: Payload.Type)
+    /// Up to `limit` messages, decoded by what `decoder` makes, waiting at most `timeout`.
+    private func receiving<Payload: Sendable>(
+      limit: Int, timeout: Duration?,
+      decoder: @escaping @Sendable () -> (StoredValue) -> Result<Payload, UndecodableMessage>
+    ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
+      if timeout == .zero { return try await deliver(limit: limit, readAhead: limit, decode: decoder()) }
+      let what = "waiting for a message of the mailbox '\(mailbox.name)'"
+      return try await withTimeout(timeout, what) { [self] () async throws(LiaisonError) in
+        let decode = decoder()
+        return try await waitForMessages { () async throws(LiaisonError) in
+          try await deliver(limit: limit, readAhead: limit, decode: decode)
+        }
+      }
+    }
+
+    private func decoding<Payload: Decodable>(_ type: Payload.Type)
       -> (StoredValue) -> Result<Payload, UndecodableMessage>
     {
-      let decoder = JSONDecoder()
+      let decoder = mailbox.container.makeDecoder()
       return { payload in
         payload.decodeMessage(as: Payload.self, using: decoder).mapError {
           UndecodableMessage(reason: "cannot be read as \(Payload.self): \($0.reason)")
@@ -163,16 +176,15 @@
     /// Calls `look` until it finds messages, waiting for a notification in between. A send
     /// between a look and the wait is counted by ``WakeUps``: the wait returns at once.
     private func waitForMessages<Payload>(
-      _ look: () async throws -> [MailboxEnvelope<Payload>]
-    ) async throws -> [MailboxEnvelope<Payload>] {
+      _ look: () async throws(LiaisonError) -> [MailboxEnvelope<Payload>]
+    ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
       while true {
         let seen = wakeUps.count
         let envelopes = try await look()
         if !envelopes.isEmpty { return envelopes }
         guard await wakeUps.wait(after: seen) else {
-          try Task.checkCancellation()
-          try checkHeld()
-          throw CancellationError()
+          if !Task.isCancelled { try checkHeld() }
+          throw LiaisonError.cancelled("waiting for a message of the mailbox '\(mailbox.name)'")
         }
       }
     }
@@ -182,7 +194,7 @@
     /// that no message waits. Reads `readAhead` messages from the server when it reads.
     private func deliver<Payload>(
       limit: Int, readAhead: Int, decode: (StoredValue) -> Result<Payload, UndecodableMessage>
-    ) async throws -> [MailboxEnvelope<Payload>] {
+    ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
       try checkHeld()
       let limit = max(1, limit)
       let name = mailbox.name
@@ -201,7 +213,7 @@
               AND position > \(after) AND quarantine_reason IS NULL
             ORDER BY position LIMIT \(max(limit, readAhead))
             """, doing: "receive from the mailbox '\(name)'"
-          ).map(MailboxRow.init)
+          ).map { row throws(LiaisonError) in try MailboxRow(row, mailbox: name) }
           // Another task of this receiver may have read the same rows meanwhile: what it read
           // is not read again. Positions follow the order of commits, so nothing is skipped.
           taken = reading.withLock { reading -> [MailboxRow] in
@@ -241,7 +253,7 @@
           // The caller will not see them: they stay this receiver's to deliver next.
           let handedBack = taken.filter { row in envelopes.contains { $0.position == row.position } }
           reading.withLock { $0.readAhead = (handedBack + $0.readAhead).sorted { $0.position < $1.position } }
-          throw CancellationError()
+          throw LiaisonError.cancelled("receiving from the mailbox '\(name)'")
         }
         if !envelopes.isEmpty { return envelopes }
       }
@@ -251,16 +263,22 @@
 
     /// Removes a handled message for good: it is never delivered again, to any receiver.
     /// Acknowledging a message already removed does nothing.
-    public func acknowledge<Payload>(_ envelope: MailboxEnvelope<Payload>) async throws {
-      try await acknowledge([envelope])
+    public func acknowledge<Payload>(_ envelope: MailboxEnvelope<Payload>, timeout: Duration? = nil)
+      async throws(LiaisonError)
+    {
+      try await acknowledge([envelope], timeout: timeout)
     }
 
     /// Removes handled messages for good, in one statement.
     ///
     /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument``, acknowledging nothing, when an envelope
     ///   comes from another mailbox; ``/Liaison/LiaisonError/Code/lost`` when the receiver's claim was
-    ///   lost (the messages then go to the next receiver).
-    public func acknowledge<Payload>(_ envelopes: [MailboxEnvelope<Payload>]) async throws {
+    ///   lost (the messages then go to the next receiver); ``/Liaison/LiaisonError/Code/timedOut``
+    ///   when `timeout` passes while other processes' writes hold the mailbox (nothing is
+    ///   acknowledged; the receiver goes on).
+    public func acknowledge<Payload>(_ envelopes: [MailboxEnvelope<Payload>], timeout: Duration? = nil)
+      async throws(LiaisonError)
+    {
       try checkHeld()
       guard !envelopes.isEmpty else { return }
       try checkOwn(envelopes, doing: "acknowledged")
@@ -268,7 +286,7 @@
         """
         SELECT count(*) FROM liaison.mailbox_remove(\(mailbox.container.namespace.rawValue),
           \(mailbox.name.rawValue), \(envelopes.map(\.position)), \(envelopes.map(\.id)), \(Date().timeIntervalSince1970))
-        """, doing: "acknowledge messages of the mailbox '\(mailbox.name)'", committing: true)
+        """, doing: "acknowledge messages of the mailbox '\(mailbox.name)'", committing: true, timeout: timeout)
       let acknowledged = Set(envelopes.map(\.position))
       reading.withLock { $0.readAhead.removeAll { acknowledged.contains($0.position) } }
       let due = lastPruned.withLock { $0.timeIntervalSinceNow < -3600 }
@@ -281,7 +299,7 @@
     ///
     /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument``, handing nothing back, when an envelope
     ///   comes from another mailbox.
-    public func redeliver<Payload>(_ envelopes: [MailboxEnvelope<Payload>]) async throws {
+    public func redeliver<Payload>(_ envelopes: [MailboxEnvelope<Payload>]) async throws(LiaisonError) {
       try checkHeld()
       guard !envelopes.isEmpty else { return }
       try checkOwn(envelopes, doing: "handed back")
@@ -292,7 +310,9 @@
         WHERE namespace = \(mailbox.container.namespace.rawValue) AND mailbox = \(mailbox.name.rawValue)
           AND position = ANY (\(Array(ids.keys)))
         """, doing: "hand messages of the mailbox '\(mailbox.name)' back"
-      ).map(MailboxRow.init).filter { ids[$0.position] == $0.id }
+      ).map { row throws(LiaisonError) in try MailboxRow(row, mailbox: mailbox.name) }.filter {
+        ids[$0.position] == $0.id
+      }
       reading.withLock { reading in
         let waiting = Set(reading.readAhead.map(\.position))
         reading.readAhead = (reading.readAhead + rows.filter { !waiting.contains($0.position) }).sorted {
@@ -303,28 +323,31 @@
 
     /// Hands one delivered message back unacknowledged: see
     /// ``redeliver(_:)-([MailboxEnvelope<Payload>])``.
-    public func redeliver<Payload>(_ envelope: MailboxEnvelope<Payload>) async throws {
+    public func redeliver<Payload>(_ envelope: MailboxEnvelope<Payload>) async throws(LiaisonError) {
       try await redeliver([envelope])
     }
 
     /// Removes every quarantined message of the mailbox; their ids are remembered like those of
     /// acknowledged messages.
     ///
+    /// - Parameter timeout: how long to wait for other processes' writes of the mailbox at most.
     /// - Returns: how many were removed.
     @discardableResult
-    public func removeQuarantined() async throws -> Int {
+    public func removeQuarantined(timeout: Duration? = nil) async throws(LiaisonError) -> Int {
       try checkHeld()
       let rows = try await run(
         """
         SELECT count(*) FROM liaison.mailbox_remove(\(mailbox.container.namespace.rawValue),
           \(mailbox.name.rawValue), NULL, NULL, \(Date().timeIntervalSince1970))
-        """, doing: "remove the quarantined messages of the mailbox '\(mailbox.name)'", committing: true)
-      return try rows.first.map { Int(try $0.decode(Int64.self)) } ?? 0
+        """, doing: "remove the quarantined messages of the mailbox '\(mailbox.name)'", committing: true,
+        timeout: timeout)
+      guard let row = rows.first else { return 0 }
+      return Int(try decodeRow(mailbox.name) { try row.decode(Int64.self) })
     }
 
     // MARK: The claim's connection
 
-    private func checkOwn<Payload>(_ envelopes: [MailboxEnvelope<Payload>], doing verb: String) throws {
+    private func checkOwn<Payload>(_ envelopes: [MailboxEnvelope<Payload>], doing verb: String) throws(LiaisonError) {
       guard let stranger = envelopes.first(where: { $0.mailbox != mailbox.name }) else { return }
       throw LiaisonError(
         .invalidArgument,
@@ -343,14 +366,14 @@
 
     /// Runs `query` in the claim's session: only a receiver that still holds its claim reads and
     /// acknowledges. `committing` for a write, whose return promises that it was made.
-    private func run(_ query: PostgresQuery, doing what: String, committing: Bool = false) async throws
-      -> [PostgresRow]
-    {
+    private func run(
+      _ query: PostgresQuery, doing what: String, committing: Bool = false, timeout: Duration? = nil
+    ) async throws(LiaisonError) -> [PostgresRow] {
       try checkHeld()
-      return try await held.run(query, doing: what, committing: committing)
+      return try await held.run(query, doing: what, committing: committing, timeout: timeout)
     }
 
-    private func pruneAcknowledgedIDs() async throws {
+    private func pruneAcknowledgedIDs() async throws(LiaisonError) {
       let before = Date().timeIntervalSince1970 - Double(PostgresMailbox.acknowledgedIDRetention.components.seconds)
       _ = try await run(
         """
@@ -361,34 +384,4 @@
     }
   }
 
-  /// The messages of a ``PostgresMailboxReceiver``, from
-  /// ``PostgresMailboxReceiver/messages(_:batchSize:)``: an `AsyncSequence` that waits for new
-  /// ones and ends when the iterating task is cancelled.
-  public struct PostgresMailboxMessages<Payload: Decodable & Sendable>: AsyncSequence, Sendable {
-    public typealias Element = MailboxEnvelope<Payload>
-    let receiver: PostgresMailboxReceiver
-    let batchSize: Int
-
-    public func makeAsyncIterator() -> AsyncIterator {
-      AsyncIterator(receiver: receiver, batchSize: batchSize)
-    }
-
-    /// The iterator of ``PostgresMailboxMessages``.
-    public struct AsyncIterator: AsyncIteratorProtocol {
-      let receiver: PostgresMailboxReceiver
-      let batchSize: Int
-
-      /// The next message; `nil` (the end) when the task is cancelled.
-      ///
-      /// - Throws: the ``/Liaison/LiaisonError`` that ended the receiver, or of a server that cannot
-      ///   be reached.
-      public mutating func next() async throws -> MailboxEnvelope<Payload>? {
-        do {
-          return try await receiver.next(Payload.self, batchSize: batchSize)
-        } catch is CancellationError {
-          return nil
-        }
-      }
-    }
-  }
 #endif

@@ -30,7 +30,7 @@
     /// - Throws: ``/Liaison/LiaisonError/Code/alreadyClaimed`` when another holder has it (the message
     ///   names it), ``/Liaison/LiaisonError/Code/tooLarge`` for a long `info`,
     ///   ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
-    public func claim(info: String? = nil) async throws -> PostgresPresenceClaim {
+    public func claim(info: String? = nil) async throws(LiaisonError) -> PostgresPresenceClaim {
       if let info, info.utf8.count > Presence.maximumInfoLength {
         throw LiaisonError(
           .tooLarge,
@@ -73,7 +73,7 @@
 
     /// The holder, if the presence is active: read from the server, without disturbing the holder.
     public var holder: PresenceHolder? {
-      get async throws {
+      get async throws(LiaisonError) {
         let rows = try await container.query(
           """
           SELECT p.host, p.pid, p.info, extract(epoch FROM p.since)::float8 FROM liaison.presence p
@@ -83,7 +83,13 @@
           WHERE p.namespace = \(container.namespace.rawValue) AND p.name = \(name.rawValue)
           """, doing: "read the holder of the presence '\(name)'")
         guard let row = rows.first else { return nil }
-        let (host, pid, info, since) = try row.decode((String?, Int32?, String?, Double?).self, context: .default)
+        guard let (host, pid, info, since) = try? row.decode((String?, Int32?, String?, Double?).self, context: .default)
+        else {
+          throw LiaisonError(
+            .corruptFile,
+            "The holder record of the presence '\(name)' in liaison.presence was not written by Liaison. Delete its "
+              + "row; the next claim makes a new one.")
+        }
         return PresenceHolder(
           kind: .claim, processID: pid ?? 0, since: Date(timeIntervalSince1970: since ?? 0), info: info, host: host)
       }
@@ -91,14 +97,15 @@
 
     /// Whether the presence is held now.
     public var isActive: Bool {
-      get async throws { try await holder != nil }
+      get async throws(LiaisonError) { try await holder != nil }
     }
 
     /// The presence's state now, then every change of it: claimed (by whom) and released.
     /// Changes in quick succession may coalesce into the latest; consecutive elements differ.
     /// A holder's end is seen as soon as the server ends its session, without polling.
-    /// One iteration per sequence; cancelling the iterating task ends it.
-    public func changes() async throws -> PostgresPresenceChanges {
+    /// One iteration per sequence; cancelling the iterating task ends it, and so does closing
+    /// the container (the watch is part of its background work).
+    public func changes() async throws(LiaisonError) -> PostgresPresenceChanges {
       let (wakeUps, poke) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
       let listener = container.listener
       let subscription = try await listener.subscribe(kind: "p", namespace: container.namespace, name: name) { _ in
@@ -108,7 +115,7 @@
         of: PresenceChange.self, throwing: (any Error).self, bufferingPolicy: .bufferingNewest(1))
       // Whether a wait for the holder's end is under way (at most one at a time).
       let watching = Locked(false)
-      let watcher = Task {
+      let watcher = container.connector.background.start {
         var last: PresenceChange?
         var watch: Task<Void, Never>?
         defer { watch?.cancel() }
@@ -134,6 +141,10 @@
           guard await iterator.next() != nil else { break }
         }
         output.finish()
+      }
+      guard let watcher else {
+        listener.unsubscribe(subscription)
+        throw Connector.closedError
       }
       output.onTermination = { _ in
         watcher.cancel()
@@ -175,7 +186,7 @@
     }
 
     /// The row id, the second key of the advisory locks; registered on first use.
-    func resolveID() async throws -> Int32 { try await rowID.resolve() }
+    func resolveID() async throws(LiaisonError) -> Int32 { try await rowID.resolve() }
   }
 
   /// The changes of a ``PostgresPresence``, from ``PostgresPresence/changes()``.
@@ -188,8 +199,11 @@
     }
   }
 
-  /// A held claim on a ``PostgresPresence``: active until ``release()``, until the claim is
-  /// deallocated, or until the holder's session ends (see ``loss``).
+  /// A held claim on a ``PostgresPresence``: active until ``release()``, or until the holder's
+  /// session ends (see ``loss``).
+  ///
+  /// A claim dropped while held is released too, in the background: its connection is closed,
+  /// which ends its session (the container's ``PostgresContainer/close()`` waits for that).
   public final class PostgresPresenceClaim: HeldClaim {
     /// The presence claimed.
     public let presence: PostgresPresence
@@ -207,8 +221,10 @@
     /// Why the claim was lost (code ``/Liaison/LiaisonError/Code/lost``); `nil` while held and after
     /// ``release()``.
     public var loss: LiaisonError? { session.loss }
-    /// Waits until the claim is lost and returns why; `nil` once released, or when cancelled.
-    public func waitForLoss() async -> LiaisonError? { await session.waitForLoss() }
+    /// Waits until the claim is lost and returns why; `nil` once released.
+    ///
+    /// - Throws: ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled first.
+    public func waitForLoss() async throws(LiaisonError) -> LiaisonError? { try await session.waitForLoss() }
 
     /// The descriptor, in this process, of the socket whose session holds the claim; `nil` once
     /// released or lost (see ``PostgresLockGuard/sessionSocket``).

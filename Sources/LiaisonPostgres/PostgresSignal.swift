@@ -21,16 +21,16 @@
     }
 
     /// Sets the state and notifies every observer: one round trip and one commit.
-    public func post(state: UInt64) async throws {
+    public func post(state: UInt64) async throws(LiaisonError) {
       try await post(setting: state)
     }
 
     /// Notifies every observer, leaving the state as it is.
-    public func post() async throws {
+    public func post() async throws(LiaisonError) {
       try await post(setting: nil)
     }
 
-    private func post(setting newState: UInt64?) async throws {
+    private func post(setting newState: UInt64?) async throws(LiaisonError) {
       let namespace = container.namespace.rawValue
       let sender = String(container.senderID, radix: 16)
       let state = newState.map { Int64(bitPattern: $0) }
@@ -48,19 +48,19 @@
 
     /// The state, as last posted (0 before any post).
     public var state: UInt64 {
-      get async throws { try await read().state }
+      get async throws(LiaisonError) { try await read().state }
     }
 
     /// How many posts the signal has had in all: the `sequence` of the latest post's
     /// notifications, 0 for a signal never posted. A starting point no post can slip past, as
     /// for ``/Liaison/Signal/sequence``.
     public var sequence: UInt64 {
-      get async throws { try await read().posts }
+      get async throws(LiaisonError) { try await read().posts }
     }
 
     /// Sets the state without notifying anybody (the `liaison state --set` command): observers
     /// read it with their next notification or ``state``.
-    package func setState(_ newState: UInt64) async throws {
+    package func setState(_ newState: UInt64) async throws(LiaisonError) {
       let state = Int64(bitPattern: newState)
       _ = try await container.query(
         """
@@ -71,31 +71,31 @@
 
     /// The state, or `nil` when the signal has never been posted or set (the `liaison state`
     /// command tells the two apart).
-    package func recordedState() async throws -> UInt64? {
+    package func recordedState() async throws(LiaisonError) -> UInt64? {
       let rows = try await container.query(
         """
         SELECT state FROM liaison.signal WHERE namespace = \(container.namespace.rawValue) AND name = \(name.rawValue)
         """, doing: "read the signal '\(name)'")
       guard let row = rows.first else { return nil }
-      return UInt64(bitPattern: try row.decode(Int64.self, context: .default))
+      return UInt64(bitPattern: try decodeRow(name) { try row.decode(Int64.self, context: .default) })
     }
 
     /// The state and post count, read from the server.
-    func read() async throws -> (state: UInt64, posts: UInt64) {
+    func read() async throws(LiaisonError) -> (state: UInt64, posts: UInt64) {
       try await Self.read(name, in: container.namespace, through: container.connector)
     }
 
     /// The state and post count of `name`, through `connector` (which, unlike the container, a
     /// listener's subscriber may keep without a cycle).
-    static func read(_ name: LiaisonName, in namespace: LiaisonName, through connector: Connector) async throws
-      -> (state: UInt64, posts: UInt64)
+    static func read(_ name: LiaisonName, in namespace: LiaisonName, through connector: Connector)
+      async throws(LiaisonError) -> (state: UInt64, posts: UInt64)
     {
       let rows = try await connector.query(
         """
         SELECT state, posts FROM liaison.signal WHERE namespace = \(namespace.rawValue) AND name = \(name.rawValue)
         """, doing: "read the signal '\(name)'")
       guard let row = rows.first else { return (0, 0) }
-      let (state, posts) = try row.decode((Int64, Int64).self, context: .default)
+      let (state, posts) = try decodeRow(name) { try row.decode((Int64, Int64).self, context: .default) }
       return (UInt64(bitPattern: state), UInt64(bitPattern: posts))
     }
 
@@ -104,7 +104,9 @@
     ///
     /// - Parameter ignoringOwnPosts: skip the posts of this process's container.
     /// - Throws: ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
-    public func notifications(ignoringOwnPosts: Bool = false) async throws -> PostgresSignalNotifications {
+    public func notifications(ignoringOwnPosts: Bool = false) async throws(LiaisonError)
+      -> PostgresSignalNotifications
+    {
       let (stream, continuation) = AsyncStream.makeStream(
         of: SignalNotification.self, bufferingPolicy: .bufferingNewest(1))
       let delivered = Locked<UInt64>(0)
@@ -123,8 +125,8 @@
       let (namespace, connector) = (container.namespace, container.connector)
       let id = try await container.listener.subscribe(kind: "s", namespace: namespace, name: name) { event in
         guard let event else {
-          // Reconnected: read again, deliver if it moved.
-          Task {
+          // Reconnected: read again, deliver if it moved (in the container's background work).
+          connector.background.start {
             if let (state, posts) = try? await Self.read(name, in: namespace, through: connector) {
               deliver(posts, state)
             }
@@ -138,11 +140,30 @@
         deliver(event.posts, event.state)
       }
       // Posts committed before the subscription took effect are not this sequence's.
-      let baseline = try await read().posts
+      let baseline: UInt64
+      do {
+        baseline = try await read().posts
+      } catch {
+        container.listener.unsubscribe(id)
+        throw error
+      }
       delivered.withLock { $0 = max($0, baseline) }
       let listener = container.listener
       continuation.onTermination = { _ in listener.unsubscribe(id) }
       return PostgresSignalNotifications(stream: stream)
+    }
+  }
+
+  /// A row's columns as `Columns`, or ``/Liaison/LiaisonError/Code/corruptFile`` for a row that
+  /// Liaison did not write (another program's).
+  func decodeRow<Columns>(_ name: LiaisonName, _ decode: () throws -> Columns) throws(LiaisonError) -> Columns {
+    do {
+      return try decode()
+    } catch {
+      throw LiaisonError(
+        .corruptFile,
+        "A row of '\(name)' in the schema liaison was not written by Liaison (\(error)). Delete it, or write it "
+          + "again with Liaison.", cause: error)
     }
   }
 

@@ -21,7 +21,7 @@
       self.container = container
     }
 
-    func resolve() async throws -> Int32 {
+    func resolve() async throws(LiaisonError) -> Int32 {
       if let id = known.withLock({ $0 }) { return id }
       let namespace = container.namespace.rawValue
       // The table's name is one of two constants; everything else is bound.
@@ -38,7 +38,7 @@
           SELECT id FROM made UNION ALL
           SELECT id FROM \(unescaped: table) WHERE namespace = \(namespace) AND name = \(name.rawValue)
           """, doing: "register the \(self.table.rawValue) '\(name)'", committing: true)
-        if let id = try rows.first?.decode(Int32.self) {
+        if let id = try? rows.first?.decode(Int32.self) {
           known.withLock { $0 = id }
           return id
         }

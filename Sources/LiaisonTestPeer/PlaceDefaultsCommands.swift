@@ -122,7 +122,7 @@ private let placeDefaultsNotifications = Inbox<UInt64>()
   let opened: PlaceDefaults
   #if Postgres
     if let postgres = place as? PostgresContainer {
-      opened = .postgres(try postgres.defaults(domain))
+      opened = .postgres(try awaiting { try await postgres.defaults(domain) })
     } else {
       opened = .local(try container.defaults(domain))
     }

@@ -25,9 +25,9 @@ private struct PlaceMailbox: Sendable {
   init(_ name: String, sender: String) throws {
     #if Postgres
       if let postgres = place as? PostgresContainer {
-        let mailbox = try postgres.mailbox(name, sender: sender)
-        send = { try await mailbox.send($0, id: $1) }
-        sendAll = { try await mailbox.sendAll($0) }
+        let mailbox = try awaiting { try await postgres.mailbox(name, sender: sender) }
+        send = { _ = try await mailbox.send($0, id: $1) }
+        sendAll = { _ = try await mailbox.sendAll($0) }
         count = { try await mailbox.count() }
         receiver = { timeout in
           let receiver = try await mailbox.receiver(timeout: timeout)

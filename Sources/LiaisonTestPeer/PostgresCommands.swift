@@ -42,7 +42,8 @@ import LiaisonTestSupport
       var (applied, refused) = (0, 0)
       for _ in 0..<Int(words[2])! {
         let held = try awaiting { try await lock.lock(.exclusive, timeout: nil) }
-        if try fencedIncrement(postgres, token: held.fencingToken()) { applied += 1 } else { refused += 1 }
+        let token = try awaiting { try await held.fencingToken() }
+        if try fencedIncrement(postgres, token: token) { applied += 1 } else { refused += 1 }
         blocking { await held.unlock() }
       }
       return "\(applied) \(refused)"

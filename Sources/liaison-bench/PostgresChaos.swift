@@ -234,7 +234,7 @@ import Foundation
       } else {
         let taken = try await container.lock("chaos-lock").lock(.exclusive, timeout: .seconds(5))
         held = taken
-        token = try taken.fencingToken()
+        token = try await taken.fencingToken()
       }
       note("L \(token)")
       defer { if let held { Task { await held.unlock() } } }
@@ -251,7 +251,9 @@ import Foundation
         // time a holder notices (a heartbeat and its reply: 2 s / 7 + 2 s / 5).
         if let held, held.loss == nil {
           let told = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { await held.waitForLoss() != nil }
+            group.addTask { () async -> Bool in
+              do { return try await held.waitForLoss() != nil } catch { return false }
+            }
             group.addTask {
               try? await Task.sleep(for: .milliseconds(900))
               return false
@@ -276,7 +278,7 @@ import Foundation
     ) async {
       let inbox: PostgresMailbox
       do {
-        inbox = try container.mailbox("chaos-inbox")
+        inbox = try await container.mailbox("chaos-inbox")
       } catch {
         note("E \(error)")
         return

@@ -30,7 +30,7 @@ import Foundation
     static func get(_ container: PostgresContainer, _ raw: PostgresConnection, namespace: String) throws
       -> ScenarioResult
     {
-      let defaults = try container.defaults("bench-get")
+      let defaults = try blocking { try await container.defaults("bench-get") }
       try blocking {
         try await defaults.set(42, for: stamp)
         _ = try await defaults.get(stamp)
@@ -61,7 +61,7 @@ import Foundation
     static func set(_ container: PostgresContainer, _ raw: PostgresConnection, namespace: String) throws
       -> ScenarioResult
     {
-      let defaults = try container.defaults("bench-set")
+      let defaults = try blocking { try await container.defaults("bench-set") }
       try blocking { try await defaults.set(0, for: stamp) }
       let batch = 20
       let samples = try interleave(
@@ -99,7 +99,7 @@ import Foundation
     static func visibility(
       _ container: PostgresContainer, _ raw: PostgresConnection, url: String, namespace: String
     ) throws -> ScenarioResult {
-      let defaults = try container.defaults("bench-visibility")
+      let defaults = try blocking { try await container.defaults("bench-visibility") }
       try blocking { try await defaults.set(0, for: stamp) }
       let observer = try BenchPeer("pg-defaults-observer", [url, namespace, "bench-visibility"])
       let listener = try BenchPeer("pg-raw-listener", [url])
@@ -167,7 +167,7 @@ import Foundation
     /// Iterates the domain's changes; at each, reads the stamp and answers the time since it.
     static func observe(url: String, namespace: String, domain: String, input: CInt, output: CInt) throws -> Never {
       let container = try blocking { try await PostgresContainer(url: url, namespace: namespace) }
-      let defaults = try container.defaults(domain)
+      let defaults = try blocking { try await container.defaults(domain) }
       let changes = try blocking { try await defaults.changes() }
       Task.detached {
         var last = try? await defaults.get(stamp)

@@ -24,7 +24,7 @@ import Foundation
     static func latency(
       _ container: PostgresContainer, _ raw: PostgresConnection, url: String, namespace: String, peers: [Measurement]
     ) throws -> ScenarioResult {
-      let mailbox = try container.mailbox("bench-latency", sender: "bench")
+      let mailbox = try blocking { try await container.mailbox("bench-latency", sender: "bench") }
       let receiver = try BenchPeer("pg-mailbox-receiver", [url, namespace, "bench-latency", "latency"])
       let rawReceiver = try BenchPeer("pg-raw-mailbox-receiver", [url, namespace])
       let samples = try interleave(
@@ -61,7 +61,7 @@ import Foundation
     static func throughput(
       _ container: PostgresContainer, _ raw: PostgresConnection, url: String, namespace: String, peers: [Measurement]
     ) throws -> ScenarioResult {
-      let mailbox = try container.mailbox("bench-throughput", sender: "bench")
+      let mailbox = try blocking { try await container.mailbox("bench-throughput", sender: "bench") }
       let receiver = try BenchPeer(
         "pg-mailbox-receiver", [url, namespace, "bench-throughput", "throughput", String(messagesPerSample)])
       let reader = try blocking { try await RawPostgres.connect(url) }

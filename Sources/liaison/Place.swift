@@ -194,7 +194,9 @@ extension SharedContainer: CommandPlace {
       let what = "the lock '\(held.lock.name)'"
       let status = await superviseCommand(
         command, holding: what, socket: try Self.socket(held.sessionSocket, of: what, loss: held.loss), grace: grace,
-        waitForLoss: { await held.waitForLoss() })
+        waitForLoss: { () async -> LiaisonError? in
+          do { return try await held.waitForLoss() } catch { return nil }
+        })
       // Not unlocked: a process the command started with the socket may hold it still (as with a
       // folder's lock); liaison exits next, and the server ends the session once nobody holds it.
       held.leaveToSocketHolders()
@@ -207,7 +209,10 @@ extension SharedContainer: CommandPlace {
       let what = "the presence '\(claim.presence.name)'"
       let status = await superviseCommand(
         command, holding: what, socket: try Self.socket(claim.sessionSocket, of: what, loss: claim.loss),
-        grace: grace, waitForLoss: { await claim.waitForLoss() })
+        grace: grace,
+        waitForLoss: { () async -> LiaisonError? in
+          do { return try await claim.waitForLoss() } catch { return nil }
+        })
       claim.leaveToSocketHolders()
       return status
     }

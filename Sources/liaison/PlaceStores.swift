@@ -193,28 +193,16 @@ extension MailboxReceiver: CommandReceiver {
 
 #if Postgres
   extension PostgresContainer: CommandStores {
+    /// `timeout` bounds nothing here: opening a domain on PostgreSQL waits for no write.
     func defaultsDomain(_ name: String, timeout: Duration?) async throws -> PostgresDefaults {
-      try refuseStoreTimeout(timeout)
-      return try defaults(name)
+      try await defaults(name)
     }
 
     func defaultsDomainList() async throws -> [(domain: LiaisonName, keyCount: Int)] { try await defaultsDomains() }
 
+    /// `timeout` bounds nothing here: opening a mailbox on PostgreSQL waits for no write.
     func mailboxHandle(_ name: String, sender: String, timeout: Duration?) async throws -> PostgresMailbox {
-      try refuseStoreTimeout(timeout)
-      return try mailbox(name, sender: sender)
-    }
-
-    /// Throws a usage error for a `--timeout` on a write: a folder's store has a lock that a
-    /// stopped writer holds, and a timeout bounds the wait for it; PostgreSQL's writes have no
-    /// such bound in Liaison yet.
-    private func refuseStoreTimeout(_ timeout: Duration?) throws {
-      guard timeout != nil else { return }
-      throw CLIError(
-        "--timeout bounds the wait for a folder's store, which another process's write holds; on PostgreSQL a write "
-          + "waits for the other writes of its domain as long as they take (a server that stops answering is given "
-          + "up within the detection bound). Leave --timeout out with --postgres.",
-        status: ExitStatus.usage)
+      try await mailbox(name, sender: sender)
     }
 
     func mailboxList() async throws -> [MailboxInfo] { try await mailboxes() }
@@ -240,19 +228,18 @@ extension MailboxReceiver: CommandReceiver {
       try await rowsReadOneByOne()
     }
 
-    /// `timeout` is always `nil` here: ``PostgresContainer/defaultsDomain(_:timeout:)`` refused any other.
     func write(json: Data, for name: LiaisonName, timeout: Duration?) async throws {
-      try await setJSON(json, for: name)
+      try await setJSON(json, for: name, timeout: timeout)
     }
 
     func write(json: Data, for name: LiaisonName, replacing expected: DefaultsRawValue?, timeout: Duration?)
       async throws -> Bool
     {
-      try await setJSON(json, for: name, replacing: expected)
+      try await setJSON(json, for: name, replacing: expected, timeout: timeout)
     }
 
     func delete(_ name: LiaisonName?, timeout: Duration?) async throws {
-      if let name { try await remove(named: name) } else { try await removeAll() }
+      if let name { try await remove(named: name, timeout: timeout) } else { try await removeAll(timeout: timeout) }
     }
 
     func changeNotifications() async throws -> PostgresSignalNotifications { try await changes() }
@@ -261,9 +248,8 @@ extension MailboxReceiver: CommandReceiver {
   extension PostgresMailbox: CommandMailbox {
     func maximumMessageSize() async throws -> Int { try await limits().maximumMessageSize }
 
-    /// `timeout` is always `nil` here: ``PostgresContainer/mailboxHandle(_:sender:timeout:)`` refused any other.
     func send(json: Data, id: String?, timeout: Duration?) async throws -> String {
-      try await sendJSON(json, id: id)
+      try await sendJSON(json, id: id, timeout: timeout).id
     }
 
     func entries(limit: Int) async throws -> [MailboxEntry] { try await peek(limit: limit) }
@@ -275,7 +261,8 @@ extension MailboxReceiver: CommandReceiver {
 
   extension PostgresMailboxReceiver: CommandReceiver {
     func batch(limit: Int, waiting: Bool) async throws -> [MailboxEnvelope<MailboxPayload>] {
-      waiting ? try await receiveStored(limit: limit) : try await receiveAvailableStored(limit: limit)
+      let timeout: Duration? = waiting ? nil : .zero
+      return try await receiveStored(limit: limit, timeout: timeout)
     }
 
     func acknowledge(batch: [MailboxEnvelope<MailboxPayload>]) async throws { try await acknowledge(batch) }
@@ -297,7 +284,7 @@ struct StoreTimeoutOption: ParsableArguments {
     parsing: .unconditional,
     help: ArgumentHelp(
       "Give up after this many seconds of waiting for another process's write of the store, with status "
-        + "\(ExitStatus.busy) (default: wait as long as it takes; a folder only).",
+        + "\(ExitStatus.busy) (default: wait as long as it takes).",
       valueName: "seconds"),
     transform: CommandLineValue.timeout)
   var timeout: Duration?

@@ -20,8 +20,8 @@
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func ownWritesAreSeenAtOnceByEveryReadingForm() async throws {
       let place = try await open()
-      let defaults = try place.defaults("settings")
-      let other = try place.defaults("other")
+      let defaults = try await place.defaults("settings")
+      let other = try await place.defaults("other")
       let theme = DefaultsKey<String>("theme")
       let blob = DefaultsKey<Data>("blob")
       #expect(try await defaults.get(theme) == nil)
@@ -66,7 +66,7 @@
     func transactionsAreAtomicAndRollBackOnError() async throws {
       struct Refused: Error {}
       let place = try await open()
-      let defaults = try place.defaults("accounts")
+      let defaults = try await place.defaults("accounts")
       let (a, b) = (DefaultsKey<Int>("a"), DefaultsKey<Int>("b"))
       try await defaults.set(10, for: a)
       try await defaults.transaction { transaction in

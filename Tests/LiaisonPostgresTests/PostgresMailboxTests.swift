@@ -21,24 +21,25 @@
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func aRetriedIdStoresNothingEvenAfterItsAcknowledgement() async throws {
       let place = try await open()
-      let inbox = try place.mailbox("inbox")
-      #expect(try await inbox.send(Note(text: "one"), id: "draft-1") == "draft-1")
-      try await inbox.send(Note(text: "again"), id: "draft-1")
+      let inbox = try await place.mailbox("inbox")
+      #expect(try await inbox.send(Note(text: "one"), id: "draft-1") == MailboxReceipt(id: "draft-1", isStored: true))
+      // A duplicate is visible to its sender: the receipt says that nothing was stored.
+      #expect(try await inbox.send(Note(text: "again"), id: "draft-1") == MailboxReceipt(id: "draft-1", isStored: false))
       #expect(try await inbox.count() == 1)
       let receiver = try await inbox.receiver()
       let received = try await receiver.receive(Note.self)
       #expect(received.map(\.payload) == [Note(text: "one")])
       try await receiver.acknowledge(received)
-      try await inbox.send(Note(text: "after"), id: "draft-1")
+      #expect(try await inbox.send(Note(text: "after"), id: "draft-1").isStored == false)
       #expect(try await inbox.count() == 0)
-      #expect(try await receiver.receiveAvailable(Note.self).isEmpty)
+      #expect(try await receiver.receive(Note.self, timeout: .zero).isEmpty)
       await #expect(throws: LiaisonError.self) { try await inbox.send(Note(text: ""), id: "") }
     }
 
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func limitsRefuseTheWholeSendWithAClearError() async throws {
       let place = try await open()
-      let inbox = try place.mailbox("inbox")
+      let inbox = try await place.mailbox("inbox")
       #expect(try await inbox.limits() == MailboxLimits())
       try await inbox.setLimits(MailboxLimits(maximumMessageSize: 20, maximumMessages: 3))
       #expect(try await inbox.limits() == MailboxLimits(maximumMessageSize: 20, maximumMessages: 3))
@@ -58,7 +59,7 @@
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func anUndecodableMessageIsQuarantinedRequeuedAndRemoved() async throws {
       let place = try await open()
-      let inbox = try place.mailbox("inbox")
+      let inbox = try await place.mailbox("inbox")
       try await inbox.send("not a note")
       try await inbox.send(Note(text: "fine"))
       try await inbox.send(Data([0xFF, 0x00]))
@@ -79,7 +80,7 @@
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func aHandedBackMessageComesBeforeTheNextAndAStrangerIsRefused() async throws {
       let place = try await open()
-      let inbox = try place.mailbox("inbox")
+      let inbox = try await place.mailbox("inbox")
       try await inbox.sendAll([1, 2, 3])
       let receiver = try await inbox.receiver()
       let first = try await receiver.receive(Int.self, limit: 1)
@@ -87,7 +88,7 @@
       try await receiver.redeliver(first)
       #expect(try await receiver.receive(Int.self, limit: 1).map(\.payload) == [1])
       #expect(try await receiver.receive(Int.self, limit: 5).map(\.payload) == [2, 3])
-      let other = try place.mailbox("other")
+      let other = try await place.mailbox("other")
       try await other.send(9)
       let stranger = try await other.receiver().receive(Int.self)
       let error = await #expect(throws: LiaisonError.self) { try await receiver.acknowledge(stranger) }
@@ -97,7 +98,7 @@
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func oneReceiverAtATimeAndAClosedReceiverSaysSo() async throws {
       let place = try await open()
-      let inbox = try place.mailbox("inbox")
+      let inbox = try await place.mailbox("inbox")
       let receiver = try await inbox.receiver()
       let busy = await #expect(throws: LiaisonError.self) { try await inbox.receiver() }
       #expect(busy?.code == .alreadyClaimed)
@@ -117,7 +118,7 @@
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func aSmallSendCarriesItsMessagesAndALargeOneDoesNot() async throws {
       let place = try await open()
-      let inbox = try place.mailbox("inbox", sender: "tests")
+      let inbox = try await place.mailbox("inbox", sender: "tests")
       let (events, delivered) = AsyncStream.makeStream(of: CarriedMessages?.self)
       let subscription = try await place.listener.subscribe(kind: "m", namespace: place.namespace, name: inbox.name) {
         event in
@@ -157,7 +158,7 @@
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func carriedAndUncarriedSendsArriveInOrderOnceEach() async throws {
       let place = try await open()
-      let inbox = try place.mailbox("inbox")
+      let inbox = try await place.mailbox("inbox")
       try await inbox.send(Note(text: "before the receiver"))
       let receiver = try await inbox.receiver()
       let large = "large" + String(repeating: ".", count: 5000)
@@ -194,7 +195,7 @@
       #expect(received == Array(expected.prefix(9)))
       // The rest (every send has returned): nothing skipped, nothing twice.
       var rest: [MailboxEnvelope<Note>] = []
-      while case let batch = try await receiver.receiveAvailable(Note.self, limit: 100), !batch.isEmpty {
+      while case let batch = try await receiver.receive(Note.self, limit: 100, timeout: .zero), !batch.isEmpty {
         rest += batch
       }
       #expect(rest.map { String($0.payload.text.prefix(10)) } == Array(expected.dropFirst(9)))
@@ -205,7 +206,7 @@
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func severalTasksOfOneReceiverNeverGetTheSameMessage() async throws {
       let place = try await open()
-      let inbox = try place.mailbox("inbox")
+      let inbox = try await place.mailbox("inbox")
       let receiver = try await inbox.receiver()
       let received = Locked<[Int]>([])
       let tasks = (0..<4).map { _ in

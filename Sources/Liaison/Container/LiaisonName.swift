@@ -37,6 +37,19 @@ public struct LiaisonName: Hashable, Sendable, CustomStringConvertible {
     rawValue = kind + ":" + name.rawValue
   }
 
+  /// The name of the lock under which `key` of the defaults domain `domain` is refreshed once
+  /// across processes, on every backend: a hash of the two (both may be 128 characters long), so
+  /// two keys that share a hash only refresh one at a time.
+  package static func refreshLock(domain: LiaisonName, key: LiaisonName) -> LiaisonName {
+    let hash = fnv1a(Array(domain.rawValue.utf8) + [0] + Array(key.rawValue.utf8))
+    return LiaisonName(unchecked: "defaults.refresh." + String(hash, radix: 16))
+  }
+
+  /// Wraps a name made by Liaison itself, which follows the rule by construction.
+  private init(unchecked rawValue: String) {
+    self.rawValue = rawValue
+  }
+
   /// Wraps a file name found on disk, or `nil` when it does not follow the rule (a stray file).
   package init?(fileName: String) {
     guard Self.problem(with: fileName) == nil else { return nil }

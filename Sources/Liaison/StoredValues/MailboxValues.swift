@@ -28,6 +28,17 @@ public struct MailboxEnvelope<Payload: Sendable>: Sendable {
     self.position = position
     self.mailbox = mailbox
   }
+
+  /// Checks a sender name, the rule of every backend: 1 to 256 bytes of UTF-8.
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidArgument`` naming the mailbox, when `sender` breaks it.
+  package static func checkSender(_ sender: String, mailbox: LiaisonName) throws(LiaisonError) {
+    guard sender.isEmpty || sender.utf8.count > 256 else { return }
+    throw LiaisonError(
+      .invalidArgument,
+      "The sender name of mailbox '\(mailbox)' must be 1 to 256 bytes long; it is \(sender.utf8.count). Give a "
+        + "shorter (or a non-empty) sender.")
+  }
 }
 
 /// The sizes a mailbox may reach. They are the mailbox's own, stored with it: every send, from
@@ -46,6 +57,17 @@ public struct MailboxLimits: Sendable, Hashable {
     self.maximumMessageSize = maximumMessageSize
     self.maximumMessages = maximumMessages
     self.maximumBytes = maximumBytes
+  }
+
+  /// Checks that every limit is positive, the rule of every backend.
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidArgument`` naming the mailbox, when one is not.
+  package func check(mailbox: LiaisonName) throws(LiaisonError) {
+    guard maximumMessageSize <= 0 || maximumMessages <= 0 || maximumBytes <= 0 else { return }
+    throw LiaisonError(
+      .invalidArgument,
+      "The limits of mailbox '\(mailbox)' must all be positive; they are \(maximumMessageSize) bytes per message, "
+        + "\(maximumMessages) messages, \(maximumBytes) bytes.")
   }
 }
 
