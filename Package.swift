@@ -143,7 +143,7 @@ let package = Package(
     // package trait `Postgres`).
     .testTarget(
       name: "LiaisonPostgresTests",
-      dependencies: ["Liaison", "LiaisonPostgres", "LiaisonTestSupport", "LiaisonTestPeer"],
+      dependencies: ["Liaison", "LiaisonStore", "LiaisonPostgres", "LiaisonTestSupport", "LiaisonTestPeer"],
       swiftSettings: strictSettings
     ),
     .testTarget(

@@ -93,30 +93,28 @@
 
     // MARK: Receiving
 
-    /// The messages, decoded as `Payload`, as an `AsyncSequence` that waits for new ones: the
-    /// receiver's main loop. Acknowledge each with ``acknowledge(_:timeout:)`` once handled.
+    /// The next message, decoded as `Payload` (with the container's decoder), waiting (without
+    /// polling) until there is one; `nil` when the task is cancelled: what
+    /// ``/Liaison/CoordinationReceiver/messages(_:batchSize:)``, the receiver's main loop, calls.
+    /// Reads up to `batchSize` messages from the server at once; those read ahead stay with the
+    /// receiver, whichever call asks next. A message that cannot be decoded is quarantined and
+    /// skipped.
     ///
-    /// A message that cannot be decoded as `Payload` is quarantined and skipped. The sequence
-    /// throws if the server cannot be reached or the claim is lost, and when the receiver is
-    /// closed; cancelling the task ends it.
-    ///
-    /// - Parameters:
-    ///   - type: the type to decode the payloads as (with the container's decoder).
-    ///   - batchSize: how many messages one read from the server fetches at most.
-    public func messages<Payload: Decodable & Sendable>(
+    /// - Throws: ``/Liaison/LiaisonError/Code/closed`` once closed; ``/Liaison/LiaisonError/Code/lost``
+    ///   when its claim was lost; ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot
+    ///   be reached.
+    public func nextMessage<Payload: Decodable & Sendable>(
       _ type: Payload.Type = Payload.self, batchSize: Int = 64
-    ) -> MailboxMessages<Payload> {
+    ) async throws(LiaisonError) -> MailboxEnvelope<Payload>? {
       let batchSize = max(1, batchSize)
-      return MailboxMessages { [self] () async throws(LiaisonError) -> MailboxEnvelope<Payload>? in
-        let decode = decoding(Payload.self)
-        do throws(LiaisonError) {
-          return try await waitForMessages {
-            () async throws(LiaisonError) -> [MailboxEnvelope<Payload>] in
-            try await deliver(limit: 1, readAhead: batchSize, decode: decode)
-          }[0]
-        } catch where error.code == .cancelled {
-          return nil
-        }
+      let decode = decoding(Payload.self)
+      do throws(LiaisonError) {
+        return try await waitForMessages {
+          () async throws(LiaisonError) -> [MailboxEnvelope<Payload>] in
+          try await deliver(limit: 1, readAhead: batchSize, decode: decode)
+        }[0]
+      } catch let error where error.code == .cancelled {
+        return nil
       }
     }
 

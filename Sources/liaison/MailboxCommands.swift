@@ -134,7 +134,7 @@ struct ReceiveCommand: AsyncParsableCommand {
 
   /// Receives from `mailbox` as the options say, and ends the receiver.
   private func receive<Box: CommandMailbox>(from box: Box) async throws {
-    let receiver: Box.Receiver
+    let receiver: Box.ClaimedReceiver
     do {
       receiver = try await box.claimReceiver()
     } catch let error as LiaisonError where error.code == .alreadyClaimed {

@@ -50,7 +50,7 @@ enum PlaceName {
 /// A defaults domain as the `defaults` commands use it.
 protocol CommandDefaults: Sendable {
   /// The notifications of the domain's changes.
-  associatedtype Changes: AsyncSequence & Sendable where Changes.Element == SignalNotification
+  associatedtype ChangeNotifications: AsyncSequence & Sendable where ChangeNotifications.Element == SignalNotification
 
   /// The stored form of the key called `name`; `nil` when it has no value.
   func storedValue(of name: LiaisonName) async throws -> DefaultsRawValue?
@@ -67,13 +67,13 @@ protocol CommandDefaults: Sendable {
   /// for another process's write.
   func delete(_ name: LiaisonName?, timeout: Duration?) async throws
   /// The domain's changes, from now on.
-  func changeNotifications() async throws -> Changes
+  func changeNotifications() async throws -> ChangeNotifications
 }
 
 /// A mailbox as `send`, `receive`, `peek` and `requeue` use it.
 protocol CommandMailbox: Sendable {
   /// The mailbox's one receiver.
-  associatedtype Receiver: CommandReceiver
+  associatedtype ClaimedReceiver: CommandReceiver
 
   /// The largest message the mailbox takes, in bytes.
   func maximumMessageSize() async throws -> Int
@@ -87,7 +87,7 @@ protocol CommandMailbox: Sendable {
   /// Becomes the mailbox's receiver, without waiting.
   ///
   /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another receiver has the mailbox.
-  func claimReceiver() async throws -> Receiver
+  func claimReceiver() async throws -> ClaimedReceiver
 }
 
 /// A mailbox's receiver as `receive` uses it.

@@ -2,6 +2,7 @@
   import Foundation
   import Liaison
   import LiaisonPostgres
+  import LiaisonStore
   import LiaisonTestSupport
   import Testing
 

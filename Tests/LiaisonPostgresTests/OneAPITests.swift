@@ -2,6 +2,7 @@
   import Foundation
   import Liaison
   import LiaisonPostgres
+  import LiaisonStore
   import LiaisonTestSupport
   import Testing
 
@@ -41,11 +42,10 @@
     private func exercisePresence(_ place: some CoordinationStore) async throws {
       let presence = try place.presence("one-api")
       #expect(try await !presence.isActive)
-      try await presence.withClaim(info: "one body") { claim in
-        #expect(claim.isHeld)
-        #expect(try await presence.isActive)
-        #expect(try await presence.holder?.info == "one body")
+      let (held, active, info) = try await presence.withClaim(info: "one body") { claim in
+        (claim.isHeld, try await presence.isActive, try await presence.holder?.info)
       }
+      #expect(held && active && info == "one body")
       #expect(try await !presence.isActive)
     }
 
