@@ -114,7 +114,7 @@
             () async throws(LiaisonError) -> [MailboxEnvelope<Payload>] in
             try await deliver(limit: 1, readAhead: batchSize, decode: decode)
           }[0]
-        } catch where error.code == .cancelled {
+        } catch  where error.code == .cancelled {
           return nil
         }
       }

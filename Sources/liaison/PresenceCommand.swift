@@ -61,7 +61,10 @@ struct PresenceCommand: AsyncParsableCommand {
       let claim: Place.PresenceType.Claim
       do {
         claim = try await presence.claim(info: info)
-      } catch let error as LiaisonError where error.code == .alreadyClaimed || error.code == .claimInProgress {
+      } catch {
+        // A `catch … where` here, after a typed throw that initialises `claim`, crashes Swift
+        // 6.3.1's SIL ownership verifier: the condition is a guard instead.
+        guard error.code == .alreadyClaimed || error.code == .claimInProgress else { throw error }
         let holder = (try? await presence.holder)?.map { HolderReport($0).text } ?? "another process"
         throw CLIError(
           "The presence '\(name)' is already claimed (\(holder)). Try again once it is released; "
