@@ -26,6 +26,8 @@
       let namespace: String
       let name: String
       let deliver: @Sendable (Event?) -> Void
+      /// Told once when the listener stops for good (the container closed).
+      let stopped: (@Sendable () -> Void)?
     }
 
     private struct State: Sendable {
@@ -50,25 +52,31 @@
     /// Stops listening for good: subscribers still waiting for the first `LISTEN` are told that
     /// the container was closed. The task ends in the container's background work.
     func stop() {
-      let (task, waiting) = state.withLock { state in
+      let (task, waiting, subscribers) = state.withLock { state in
         state.stopped = true
-        defer { state.waiting = [] }
-        return (state.task.take(), state.waiting)
+        defer {
+          state.waiting = []
+          state.subscribers = [:]
+        }
+        return (state.task.take(), state.waiting, Array(state.subscribers.values))
       }
       task?.cancel()
       for continuation in waiting { continuation.resume(throwing: Connector.closedError) }
+      for subscriber in subscribers { subscriber.stopped?() }
     }
 
     /// Adds a subscriber for notifications of `kind` on `name`, once the connection listens:
-    /// a notification committed after this returns reaches `deliver`.
+    /// a notification committed after this returns reaches `deliver`. `stopped` is told when the
+    /// listener stops for good (its sequence ends then).
     func subscribe(
-      kind: String, namespace: LiaisonName, name: LiaisonName, deliver: @escaping @Sendable (Event?) -> Void
+      kind: String, namespace: LiaisonName, name: LiaisonName, stopped: (@Sendable () -> Void)? = nil,
+      deliver: @escaping @Sendable (Event?) -> Void
     ) async throws(LiaisonError) -> Int {
       try connector.checkOpen()
       let id = state.withLock { state -> Int in
         state.nextID += 1
         state.subscribers[state.nextID] = Subscriber(
-          kind: kind, namespace: namespace.rawValue, name: name.rawValue, deliver: deliver)
+          kind: kind, namespace: namespace.rawValue, name: name.rawValue, deliver: deliver, stopped: stopped)
         if state.task == nil && !state.stopped {
           // A background task of the container: its close() ends it.
           state.task = connector.background.start { [weak self] in await self?.run() }

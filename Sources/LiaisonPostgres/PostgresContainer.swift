@@ -224,5 +224,11 @@
     }
   }
 
-  extension PostgresContainer: CoordinationStore {}
+  extension PostgresContainer: CoordinationStore {
+    public typealias LockType = PostgresLock
+    public typealias PresenceType = PostgresPresence
+    public typealias SignalType = PostgresSignal
+    public typealias DefaultsType = PostgresDefaults
+    public typealias MailboxType = PostgresMailbox
+  }
 #endif

@@ -55,7 +55,9 @@
         }
         if moved { continuation.yield(SignalNotification(name: domain, state: generation, sequence: generation)) }
       }
-      let id = try await container.listener.subscribe(kind: "d", namespace: namespace, name: domain) { event in
+      let id = try await container.listener.subscribe(
+        kind: "d", namespace: namespace, name: domain, stopped: { continuation.finish() }
+      ) { event in
         guard let event else {
           // Reconnected: read the generation again, deliver if it moved (in the container's
           // background work). Should this read fail, the listener's connection has most likely
@@ -109,7 +111,8 @@
       -> PostgresDefaultsValueChanges<Value>
     {
       PostgresDefaultsValueChanges(defaults: self, key: key, notifications: try await changes())
-    }  }
+    }
+  }
 
   /// The values of one key over time: see ``PostgresDefaults/changes(of:)``.
   public struct PostgresDefaultsValueChanges<Value: Codable & Sendable & Equatable>: AsyncSequence, Sendable {

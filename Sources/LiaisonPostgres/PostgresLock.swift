@@ -268,7 +268,7 @@
             let rows = try await Connector.run(query, on: connection, within: nil, logger: connector.quietLogger)
             _ = try await Connector.run("COMMIT", on: connection, within: limit, logger: connector.quietLogger)
             return rows
-          } catch where PostgresErrors.sqlState(error) == PostgresErrors.lockNotAvailable {
+          } catch  where PostgresErrors.sqlState(error) == PostgresErrors.lockNotAvailable {
             // The hold stays: roll back, so that the session can serve the next statement.
             _ = try await Connector.run("ROLLBACK", on: connection, within: limit, logger: connector.quietLogger)
             throw PostgresErrors.translate(error, doing: what, timeout: timeout)

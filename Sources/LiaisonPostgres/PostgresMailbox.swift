@@ -138,7 +138,7 @@
             \(Date().timeIntervalSince1970), \(retention), \(ids), \(messages.map(\.givenID)),
             \(messages.map { Int16($0.value.kind.rawValue) }), \(messages.map { ByteBuffer(bytes: $0.value.bytes) }))
           """, doing: "send to the mailbox '\(name)'", timeout: timeout)
-      } catch where PostgresErrors.sqlState(error.cause) == MailboxSchema.overLimit {
+      } catch  where PostgresErrors.sqlState(error.cause) == MailboxSchema.overLimit {
         throw LiaisonError(
           .tooLarge,
           "\(PostgresErrors.serverMessage(error.cause) ?? "The mailbox '\(name)' is full.") Nothing was sent: the "
@@ -162,7 +162,9 @@
         WHERE namespace = \(container.namespace.rawValue) AND name = \(name.rawValue)
         """, doing: "read the limits of the mailbox '\(name)'")
       guard let row = rows.first else { return Limits() }
-      let (size, messages, bytes) = try decodeRow(name) { try row.decode((Int64, Int64, Int64).self, context: .default) }
+      let (size, messages, bytes) = try decodeRow(name) {
+        try row.decode((Int64, Int64, Int64).self, context: .default)
+      }
       return Limits(maximumMessageSize: Int(size), maximumMessages: Int(messages), maximumBytes: Int(bytes))
     }
 
@@ -302,8 +304,9 @@
         WHERE namespace = \(namespace.rawValue) AND messages > 0 ORDER BY name
         """, doing: "list the mailboxes")
       return rows.compactMap { row in
-        guard let (text, messages, quarantined, bytes) = try? row.decode(
-          (String, Int64, Int64, Int64).self, context: .default),
+        guard
+          let (text, messages, quarantined, bytes) = try? row.decode(
+            (String, Int64, Int64, Int64).self, context: .default),
           let name = try? LiaisonName(text)
         else { return nil }  // not written by Liaison
         return MailboxInfo(

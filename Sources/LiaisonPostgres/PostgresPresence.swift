@@ -83,7 +83,8 @@
           WHERE p.namespace = \(container.namespace.rawValue) AND p.name = \(name.rawValue)
           """, doing: "read the holder of the presence '\(name)'")
         guard let row = rows.first else { return nil }
-        guard let (host, pid, info, since) = try? row.decode((String?, Int32?, String?, Double?).self, context: .default)
+        guard
+          let (host, pid, info, since) = try? row.decode((String?, Int32?, String?, Double?).self, context: .default)
         else {
           throw LiaisonError(
             .corruptFile,

@@ -100,7 +100,7 @@
     }
 
     /// The notifications of the posts that come after this returns, coalesced: an
-    /// `AsyncSequence` for one iteration. Cancelling the iterating task ends it.
+    /// `AsyncSequence` for one iteration. Cancelling the iterating task ends it, and so does closing the container.
     ///
     /// - Parameter ignoringOwnPosts: skip the posts of this process's container.
     /// - Throws: ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
@@ -123,7 +123,9 @@
       // The subscriber keeps the connector for its reads, not the container: the container owns
       // the listener, which owns the subscriber.
       let (namespace, connector) = (container.namespace, container.connector)
-      let id = try await container.listener.subscribe(kind: "s", namespace: namespace, name: name) { event in
+      let id = try await container.listener.subscribe(
+        kind: "s", namespace: namespace, name: name, stopped: { continuation.finish() }
+      ) { event in
         guard let event else {
           // Reconnected: read again, deliver if it moved (in the container's background work).
           connector.background.start {

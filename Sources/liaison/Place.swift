@@ -79,7 +79,10 @@ struct PlaceOptions: ParsableArguments {
         let place: PostgresContainer
         do {
           place = try await PostgresContainer(url: url, namespace: namespace)
-        } catch let error as LiaisonError where error.code == .invalidName {
+        } catch {
+          // A `catch … where` here, after a typed throw that initialises `place`, crashes Swift
+          // 6.3.1's SIL passes: the condition is a guard instead.
+          guard error.code == .invalidName else { throw error }
           throw CLIError(
             "The namespace '\(namespace)' is not a valid name: \(error.message) (--namespace or "
               + "$\(Self.namespaceVariable)).",
@@ -194,9 +197,7 @@ extension SharedContainer: CommandPlace {
       let what = "the lock '\(held.lock.name)'"
       let status = await superviseCommand(
         command, holding: what, socket: try Self.socket(held.sessionSocket, of: what, loss: held.loss), grace: grace,
-        waitForLoss: { () async -> LiaisonError? in
-          do { return try await held.waitForLoss() } catch { return nil }
-        })
+        waitForLoss: { await lossOrRelease(held.waitForLoss) })
       // Not unlocked: a process the command started with the socket may hold it still (as with a
       // folder's lock); liaison exits next, and the server ends the session once nobody holds it.
       held.leaveToSocketHolders()
@@ -209,10 +210,7 @@ extension SharedContainer: CommandPlace {
       let what = "the presence '\(claim.presence.name)'"
       let status = await superviseCommand(
         command, holding: what, socket: try Self.socket(claim.sessionSocket, of: what, loss: claim.loss),
-        grace: grace,
-        waitForLoss: { () async -> LiaisonError? in
-          do { return try await claim.waitForLoss() } catch { return nil }
-        })
+        grace: grace, waitForLoss: { await lossOrRelease(claim.waitForLoss) })
       claim.leaveToSocketHolders()
       return status
     }
@@ -244,6 +242,15 @@ extension SharedContainer: CommandPlace {
 
     func sequence(ofSignal name: String) async throws -> UInt64 {
       try await signal(name).sequence
+    }
+  }
+
+  /// What `wait` (a hold's `waitForLoss`) returns: the loss, or `nil` once released or cancelled.
+  private func lossOrRelease(_ wait: () async throws(LiaisonError) -> LiaisonError?) async -> LiaisonError? {
+    do {
+      return try await wait()
+    } catch {
+      return nil
     }
   }
 #endif

@@ -193,6 +193,9 @@ extension MailboxReceiver: CommandReceiver {
 
 #if Postgres
   extension PostgresContainer: CommandStores {
+    typealias DefaultsDomain = PostgresDefaults
+    typealias MailboxHandle = PostgresMailbox
+
     /// `timeout` bounds nothing here: opening a domain on PostgreSQL waits for no write.
     func defaultsDomain(_ name: String, timeout: Duration?) async throws -> PostgresDefaults {
       try await defaults(name)
@@ -222,6 +225,8 @@ extension MailboxReceiver: CommandReceiver {
   }
 
   extension PostgresDefaults: CommandDefaults {
+    typealias Changes = PostgresSignalNotifications
+
     func storedValue(of name: LiaisonName) async throws -> DefaultsRawValue? { try await rawValue(for: name) }
 
     func storedRows() async throws -> [(key: String, value: Result<DefaultsRawValue, LiaisonError>)] {
@@ -246,6 +251,8 @@ extension MailboxReceiver: CommandReceiver {
   }
 
   extension PostgresMailbox: CommandMailbox {
+    typealias Receiver = PostgresMailboxReceiver
+
     func maximumMessageSize() async throws -> Int { try await limits().maximumMessageSize }
 
     func send(json: Data, id: String?, timeout: Duration?) async throws -> String {

@@ -58,20 +58,20 @@ struct PresenceCommand: AsyncParsableCommand {
     /// Claims the presence in `place`, then runs the command under the claim.
     private func run<Place: CommandPlace>(on place: Place) async throws -> Int32 {
       let presence = try place.presence(name)
-      let claimed: Result<Place.PresenceType.Claim, LiaisonError>
-      do throws(LiaisonError) {
-        claimed = .success(try await presence.claim(info: info))
+      let claim: Place.PresenceType.Claim
+      do {
+        claim = try await presence.claim(info: info)
       } catch {
-        claimed = .failure(error)
-      }
-      if case .failure(let error) = claimed, error.code == .alreadyClaimed || error.code == .claimInProgress {
+        // A `catch … where` here, after a typed throw that initialises `claim`, crashes Swift
+        // 6.3.1's SIL ownership verifier: the condition is a guard instead.
+        guard error.code == .alreadyClaimed || error.code == .claimInProgress else { throw error }
         let holder = (try? await presence.holder)?.map { HolderReport($0).text } ?? "another process"
         throw CLIError(
           "The presence '\(name)' is already claimed (\(holder)). Try again once it is released; "
             + "`liaison presence check \(name)` shows who holds it.",
           status: ExitStatus.busy)
       }
-      return try await place.run(command, claiming: try claimed.get(), grace: grace)
+      return try await place.run(command, claiming: claim, grace: grace)
     }
   }
 

@@ -80,7 +80,7 @@
       #expect(error?.code == .timedOut)
       let waiting = Task { try await lock.lock(.exclusive, timeout: nil) }
       waiting.cancel()
-      await #expect(throws: CancellationError.self) { try await waiting.value }
+      await #expect { try await waiting.value } throws: { ($0 as? LiaisonError)?.code == .cancelled }
       try peer.send(.placeUnlock, "job")
       let held = try await lock.lock(.exclusive, timeout: .seconds(60))
       #expect(held.isHeld)

@@ -68,7 +68,7 @@
       let place = try await open()
       let other = try await open(place.namespace.rawValue)
       let held = try await place.lock("job").lock()
-      _ = try await place.signal("ticks").notifications()  // starts the listener
+      let ticks = try await place.signal("ticks").notifications()  // starts the listener
       _ = try await place.lock("dropped").tryLock()  // dropped at once: released in the background
       #expect(place.activity.backgroundTasks > 0)
       #expect(place.activity.connections > 0)
@@ -76,6 +76,7 @@
       #expect(place.activity.backgroundTasks == 0)
       #expect(place.activity.connections == 0)
       #expect(held.loss?.code == .lost)
+      for await _ in ticks { Issue.record("a notification after close()") }  // the sequence has ended
       #expect(try await other.lock("job").lock(timeout: .seconds(30)).isHeld)
       #expect(try await other.lock("dropped").lock(timeout: .seconds(30)).isHeld)
       await #expect { try await place.lock("job").tryLock() } throws: { ($0 as? LiaisonError)?.code == .closed }

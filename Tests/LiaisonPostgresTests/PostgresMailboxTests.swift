@@ -24,7 +24,8 @@
       let inbox = try await place.mailbox("inbox")
       #expect(try await inbox.send(Note(text: "one"), id: "draft-1") == MailboxReceipt(id: "draft-1", isStored: true))
       // A duplicate is visible to its sender: the receipt says that nothing was stored.
-      #expect(try await inbox.send(Note(text: "again"), id: "draft-1") == MailboxReceipt(id: "draft-1", isStored: false))
+      #expect(
+        try await inbox.send(Note(text: "again"), id: "draft-1") == MailboxReceipt(id: "draft-1", isStored: false))
       #expect(try await inbox.count() == 1)
       let receiver = try await inbox.receiver()
       let received = try await receiver.receive(Note.self)
