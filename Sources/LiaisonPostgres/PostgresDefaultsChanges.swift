@@ -56,21 +56,21 @@
         if moved { continuation.yield(SignalNotification(name: domain, state: generation, sequence: generation)) }
       }
       let id = try await container.listener.subscribe(
-        kind: "d", namespace: namespace, name: domain, stopped: { continuation.finish() }
-      ) { event in
-        guard let event else {
-          // Reconnected: read the generation again, deliver if it moved (in the container's
-          // background work). Should this read fail, the listener's connection has most likely
-          // ended again, and the next reconnect reads.
-          connector.background.start {
-            if let generation = try? await Self.generation(of: domain, in: namespace, through: connector) {
-              deliver(generation)
+        kind: "d", namespace: namespace, name: domain, stopped: { continuation.finish() },
+        deliver: { event in
+          guard let event else {
+            // Reconnected: read the generation again, deliver if it moved (in the container's
+            // background work). Should this read fail, the listener's connection has most likely
+            // ended again, and the next reconnect reads.
+            connector.background.start {
+              if let generation = try? await Self.generation(of: domain, in: namespace, through: connector) {
+                deliver(generation)
+              }
             }
+            return
           }
-          return
-        }
-        deliver(event.posts)
-      }
+          deliver(event.posts)
+        })
       // Writes committed before the subscription took effect are not this sequence's.
       let listener = container.listener
       let baseline: UInt64

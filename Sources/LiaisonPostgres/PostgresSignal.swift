@@ -124,23 +124,23 @@
       // the listener, which owns the subscriber.
       let (namespace, connector) = (container.namespace, container.connector)
       let id = try await container.listener.subscribe(
-        kind: "s", namespace: namespace, name: name, stopped: { continuation.finish() }
-      ) { event in
-        guard let event else {
-          // Reconnected: read again, deliver if it moved (in the container's background work).
-          connector.background.start {
-            if let (state, posts) = try? await Self.read(name, in: namespace, through: connector) {
-              deliver(posts, state)
+        kind: "s", namespace: namespace, name: name, stopped: { continuation.finish() },
+        deliver: { event in
+          guard let event else {
+            // Reconnected: read again, deliver if it moved (in the container's background work).
+            connector.background.start {
+              if let (state, posts) = try? await Self.read(name, in: namespace, through: connector) {
+                deliver(posts, state)
+              }
             }
+            return
           }
-          return
-        }
-        if ignoringOwnPosts && event.sender == ownSender {
-          delivered.withLock { $0 = max($0, event.posts) }
-          return
-        }
-        deliver(event.posts, event.state)
-      }
+          if ignoringOwnPosts && event.sender == ownSender {
+            delivered.withLock { $0 = max($0, event.posts) }
+            return
+          }
+          deliver(event.posts, event.state)
+        })
       // Posts committed before the subscription took effect are not this sequence's.
       let baseline: UInt64
       do {
