@@ -30,7 +30,7 @@
   public final class PostgresContainer: Sendable {
     /// The namespace: names of locks, presences and signals are unique within it.
     public let namespace: LiaisonName
-    /// How soon a dead peer is noticed; see ``init(configuration:namespace:detectionBound:)``.
+    /// How soon a dead peer is noticed; see ``init(configuration:namespace:detectionBound:logger:maximumIdleConnections:encoder:decoder:)``.
     public let detectionBound: Duration
     let connector: Connector
     let listener: Listener

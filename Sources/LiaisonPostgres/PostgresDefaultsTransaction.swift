@@ -17,6 +17,7 @@
     /// - Parameters:
     ///   - timeout: how long to wait for the domain's other writes (a transaction in another
     ///     process) before this one starts, at most; `nil` waits as long as they take.
+    ///   - isolation: where `body` runs: the caller's isolation, by default.
     ///   - body: the reads and writes, through the transaction it is given.
     /// - Throws: what `body` throws (nothing is written then);
     ///   ``/Liaison/LiaisonError/Code/timedOut`` when `timeout` passes first (nothing is

@@ -153,7 +153,7 @@
 
     // MARK: Limits
 
-    /// The mailbox's limits: the ones last set by ``setLimits(_:)`` from any host, or the
+    /// The mailbox's limits: the ones last set by ``setLimits(_:timeout:)`` from any host, or the
     /// defaults.
     public func limits() async throws(LiaisonError) -> Limits {
       let rows = try await container.query(
@@ -221,8 +221,9 @@
     /// Puts quarantined messages back at the end of the queue (in the order they were sent), for
     /// a receiver that can now read them; a running receiver is notified. Needs no receiver.
     ///
-    /// - Parameter ids: the ids of the messages to requeue; `nil` requeues every quarantined
-    ///   message. An id that names no quarantined message is skipped.
+    /// - Parameters:
+    ///   - ids: the ids of the messages to requeue; `nil` requeues every quarantined message. An
+    ///     id that names no quarantined message is skipped.
     ///   - timeout: how long to wait for other processes' writes of the mailbox at most.
     /// - Returns: how many messages were requeued.
     @discardableResult
