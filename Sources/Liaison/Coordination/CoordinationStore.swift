@@ -1,4 +1,8 @@
-import Foundation
+#if canImport(FoundationEssentials)
+  import FoundationEssentials
+#else
+  import Foundation
+#endif
 
 /// A place with the stored parts as well: shared defaults and mailboxes, on top of a
 /// ``CoordinationPlace``'s locks, presences and signals. A folder (`SharedContainer`, with
