@@ -451,8 +451,7 @@ extension MailboxTests {
       }
     }
     // Not synchronisation: the test passes whether the receive is waiting yet or not; the pause
-    // after its task started makes the waiting case (the one that hung) the usual one. (Waiting
-    // for `suspendedReceives` instead timed out in full parallel runs: left for later.)
+    // after its task started makes the waiting case (the one that hung) the usual one.
     while !started.withLock({ $0 }) { await Task.yield() }
     try await Task.sleep(for: .milliseconds(50))
     container.suspend()

@@ -107,10 +107,6 @@ package final class SignalWaiter: Sendable {
     return timedOut.withLock { $0 } ? .timedOut : .posted
   }
 
-  /// How many waits are suspended, waiting for a post (for the tests: a wait seen here takes the
-  /// waiting path).
-  package var suspendedWaits: Int { state.withLock { $0.waiters.count } }
-
   /// Ends the subscription; waits in progress return `false`.
   package func close() {
     subscription.withLock { $0.take() }?.cancel()

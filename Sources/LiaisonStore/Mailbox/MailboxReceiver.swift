@@ -517,9 +517,3 @@ extension MailboxReceiver {
       sql: "INSERT OR REPLACE INTO mailbox_acknowledged (mailbox, id, acknowledged_at) VALUES (?, ?, ?)")
   }
 }
-
-extension MailboxReceiver {
-  /// How many receives are suspended, waiting for a send (for the tests: a receive seen here
-  /// takes the waiting path).
-  var suspendedReceives: Int { wakeUps.suspendedWaits }
-}
