@@ -103,7 +103,7 @@ enum Chaos {
     }
     // The senders stop between operations; then the receiver drains the mailbox and stops.
     for worker in workers.dropFirst() { selfEnded += [worker.stop()].compactMap { $0 } }
-    let container = try SharedContainer(directory: containerPath)
+    let container = try SharedContainer(directory: containerPath, createIfMissing: true)
     let inbox = try container.mailbox("chaos-inbox")
     let drainDeadline = now() + 60_000_000_000
     while try inbox.count() > 0, now() < drainDeadline { usleep(10_000) }
@@ -180,7 +180,7 @@ enum Chaos {
 
   /// A worker's life: random operations until its input closes (or it is killed).
   static func work(container path: String, log: String, index: Int, seed: UInt64) throws -> Never {
-    let container = try SharedContainer(directory: path)
+    let container = try SharedContainer(directory: path, createIfMissing: true)
     let note = logger(log)
     if index == 0 { try receive(container, note: note) }
     let stopping = Locked(false)
@@ -284,7 +284,7 @@ enum Chaos {
           try await receiver.acknowledge(batch)
           note("A")
         }
-      } catch is CancellationError {
+      } catch let error as LiaisonError where error.code == .cancelled {
       } catch {
         note("E \(error)")
       }

@@ -107,7 +107,7 @@ enum CrashScenarios {
 
   /// The lock keeper peer: takes the lock, answers `r`, and holds it until it is killed.
   static func keepLock(container: String, name: String, input: CInt, output: CInt) throws -> Never {
-    let held = try SharedContainer(directory: container).lock(name).lock()
+    let held = try SharedContainer(directory: container, createIfMissing: true).lock(name).lock()
     writeBytes(output, [UInt8(ascii: "r")])
     _ = readBytes(input, 1)  // ends the process when the input closes
     held.unlock()

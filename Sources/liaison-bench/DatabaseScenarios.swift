@@ -40,7 +40,7 @@ enum DatabaseScenarios {
 
   /// The observer peer: observes the newest row and answers each with the time since its commit.
   static func observe(container: String, name: String, input: CInt, output: CInt) throws -> Never {
-    let database = try SharedContainer(directory: container).database(name, migrator: migrator)
+    let database = try SharedContainer(directory: container, createIfMissing: true).database(name, migrator: migrator)
     let newest = ValueObservation.tracking { db in
       try Int64.fetchOne(db, sql: "SELECT postedAt FROM sample ORDER BY id DESC LIMIT 1")
     }.removeDuplicates()

@@ -92,7 +92,7 @@ enum DefaultsScenarios {
 
   /// The writer peer: sets `other` in the domain every 5 ms until its input closes.
   static func write(container: String, domain: String, input: CInt, output: CInt) throws -> Never {
-    let defaults = try SharedContainer(directory: container).defaults(domain)
+    let defaults = try SharedContainer(directory: container, createIfMissing: true).defaults(domain)
     Thread.detachNewThread {
       var value = 0
       while true {
@@ -109,7 +109,7 @@ enum DefaultsScenarios {
   /// The observer peer: follows `counter` and answers each new value with the time since it was
   /// set (the value is that time).
   static func observe(container: String, domain: String, input: CInt, output: CInt) throws -> Never {
-    let defaults = try SharedContainer(directory: container).defaults(domain)
+    let defaults = try SharedContainer(directory: container, createIfMissing: true).defaults(domain)
     Task.detached {
       var first = true
       for try await value in try await defaults.changes(of: counter) {

@@ -37,7 +37,7 @@ enum InstructionCounts {
 
   static let operations: [Operation] = [
     Operation(name: "lock.uncontended", floor: "floor.flock", short: 1_000, long: 11_000) { directory in
-      let lock = try SharedContainer(directory: directory).lock("count")
+      let lock = try SharedContainer(directory: directory, createIfMissing: true).lock("count")
       return { try lock.lock().unlock() }
     },
     Operation(name: "floor.flock", floor: nil, short: 1_000, long: 11_000) { directory in
@@ -49,7 +49,7 @@ enum InstructionCounts {
       }
     },
     Operation(name: "signal.post", floor: nil, short: 1_000, long: 11_000) { directory in
-      let signal = try SharedContainer(directory: directory).signal("count")
+      let signal = try SharedContainer(directory: directory, createIfMissing: true).signal("count")
       var state: UInt64 = 0
       return {
         state += 1
@@ -59,7 +59,7 @@ enum InstructionCounts {
     Operation(name: "signal.delivery", floor: nil, short: 1_000, long: 6_000) { directory in
       // A post here and its delivery to a handler on this process's event-loop thread: the post,
       // the loop's wake-up, its reading of inotify and of the record, and the handler.
-      let signal = try SharedContainer(directory: directory).signal("count")
+      let signal = try SharedContainer(directory: directory, createIfMissing: true).signal("count")
       let delivered = DispatchSemaphore(value: 0)
       let observation = try signal.observeOnEventLoop { _ in delivered.signal() }
       var state: UInt64 = 0
@@ -71,12 +71,12 @@ enum InstructionCounts {
       }
     },
     Operation(name: "defaults.get", floor: nil, short: 1_000, long: 11_000) { directory in
-      let defaults = try SharedContainer(directory: directory).defaults("count")
+      let defaults = try SharedContainer(directory: directory, createIfMissing: true).defaults("count")
       try defaults.set(42, for: counter)
       return { _ = try defaults.get(counter) }
     },
     Operation(name: "defaults.set", floor: "floor.sqlite-upsert", short: 200, long: 1_200) { directory in
-      let defaults = try SharedContainer(directory: directory).defaults("count")
+      let defaults = try SharedContainer(directory: directory, createIfMissing: true).defaults("count")
       var value = 0
       return {
         value += 1
@@ -92,7 +92,7 @@ enum InstructionCounts {
       }
     },
     Operation(name: "mailbox.send", floor: "floor.sqlite-insert", short: 200, long: 1_200) { directory in
-      let mailbox = try SharedContainer(directory: directory).mailbox("count", sender: "bench")
+      let mailbox = try SharedContainer(directory: directory, createIfMissing: true).mailbox("count", sender: "bench")
       var value: UInt64 = 0
       return {
         value += 1
@@ -102,7 +102,7 @@ enum InstructionCounts {
     Operation(name: "mailbox.send+receive+ack", floor: nil, short: 200, long: 1_200) { directory in
       // A send, then the receiver's look at the mailbox (one read of the store, one decode) and its
       // acknowledgement (a write), in one process: subtract `mailbox.send` for the receiver's part.
-      let mailbox = try SharedContainer(directory: directory).mailbox("count", sender: "bench")
+      let mailbox = try SharedContainer(directory: directory, createIfMissing: true).mailbox("count", sender: "bench")
       let receiver = try mailbox.receiver()
       var value: UInt64 = 0
       return {

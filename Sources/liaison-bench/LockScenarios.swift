@@ -104,7 +104,7 @@ enum LockScenarios {
   /// The holder peer: on `g`, takes the lock, answers `h`, waits until the waiter is asleep in
   /// the kernel, then releases and sends the time of release.
   static func holdAndRelease(container: String, name: String, input: CInt, output: CInt) throws -> Never {
-    let lock = try SharedContainer(directory: container).lock(name)
+    let lock = try SharedContainer(directory: container, createIfMissing: true).lock(name)
     writeBytes(output, [UInt8(ascii: "r")])
     while true {
       _ = readBytes(input, 1)

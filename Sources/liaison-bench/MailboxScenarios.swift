@@ -69,7 +69,7 @@ enum MailboxScenarios {
   /// payload), acknowledges it, then writes one byte. `throughput COUNT`: receives batches,
   /// acknowledges each, and answers the time at which each COUNT-th message was acknowledged.
   static func receive(container: String, name: String, mode: [String], input: CInt, output: CInt) throws -> Never {
-    let receiver = try SharedContainer(directory: container).mailbox(name).receiver()
+    let receiver = try SharedContainer(directory: container, createIfMissing: true).mailbox(name).receiver()
     if mode.first == "latency" {
       Task.detached {
         do {

@@ -34,7 +34,7 @@ enum PresenceScenarios {
 
   /// The claimer peer: claims the presence, answers `r`, and holds it until its input closes.
   static func claimAndWait(container: String, name: String, input: CInt, output: CInt) throws -> Never {
-    let claim = try SharedContainer(directory: container).presence(name).claim(info: "benchmark")
+    let claim = try SharedContainer(directory: container, createIfMissing: true).presence(name).claim(info: "benchmark")
     writeBytes(output, [UInt8(ascii: "r")])
     _ = readBytes(input, 1)  // ends the process when the input closes
     claim.release()

@@ -77,7 +77,7 @@ enum ScaleScenarios {
 
   /// The contender peer: on each byte, `cycles` × (lock, unlock); answers the time it finished.
   static func contend(container: String, name: String, cycles: Int, input: CInt, output: CInt) throws -> Never {
-    let lock = try SharedContainer(directory: container).lock(name)
+    let lock = try SharedContainer(directory: container, createIfMissing: true).lock(name)
     writeBytes(output, [UInt8(ascii: "r")])
     while readBytes(input, 1).count == 1 {
       for _ in 0..<cycles { try lock.lock().unlock() }
@@ -88,7 +88,7 @@ enum ScaleScenarios {
 
   /// The waiter peer: on each byte, one blocking lock; answers the time it got it, then unlocks.
   static func waitForLock(container: String, name: String, input: CInt, output: CInt) throws -> Never {
-    let lock = try SharedContainer(directory: container).lock(name)
+    let lock = try SharedContainer(directory: container, createIfMissing: true).lock(name)
     writeBytes(output, [UInt8(ascii: "r")])
     while readBytes(input, 1).count == 1 {
       let held = try lock.lock()

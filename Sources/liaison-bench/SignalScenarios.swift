@@ -59,7 +59,7 @@ enum SignalScenarios {
   /// nanoseconds. `sequence` iterates `notifications()` in a task; `callback` uses
   /// `observeOnEventLoop`; `queue` uses `observe(on:)` with a serial queue of its own.
   static func observe(container: String, name: String, mode: String, input: CInt, output: CInt) throws -> Never {
-    let signal = try SharedContainer(directory: container).signal(name)
+    let signal = try SharedContainer(directory: container, createIfMissing: true).signal(name)
     var observation: SignalObservation?
     if mode == "callback" {
       observation = try signal.observeOnEventLoop { notification in

@@ -54,7 +54,7 @@ if arguments.first == "postgres" {
 if arguments.first == "scale" {
   let directory = NSTemporaryDirectory() + "liaison-scale-\(getpid())"
   defer { try? FileManager.default.removeItem(atPath: directory) }
-  print(ScaleScenarios.table(try ScaleScenarios.run(try SharedContainer(directory: directory))))
+  print(ScaleScenarios.table(try ScaleScenarios.run(try SharedContainer(directory: directory, createIfMissing: true))))
   exit(0)
 }
 
@@ -89,7 +89,7 @@ for name in wanted where !allNames.contains(name) {
 
 let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("liaison-bench-\(getpid())").path
 defer { try? FileManager.default.removeItem(atPath: directory) }
-let container = try SharedContainer(directory: directory)
+let container = try SharedContainer(directory: directory, createIfMissing: true)
 
 var results: [ScenarioResult] = []
 for family in families where wanted.isEmpty || family.names.contains(where: wanted.contains) {
