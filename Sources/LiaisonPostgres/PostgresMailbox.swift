@@ -189,7 +189,7 @@
 
     /// The first `limit` messages in their stored form, quarantined ones included (with their
     /// reason), without receiving them.
-    public func peek(limit: Int = 64) async throws(LiaisonError) -> [MailboxEntry] {
+    public func peek(limit: Int = 100) async throws(LiaisonError) -> [MailboxEntry] {
       let rows = try await container.query(
         """
         SELECT \(unescaped: MailboxRow.columns) FROM liaison.mailbox_message
@@ -250,12 +250,12 @@
 
     /// Becomes the one receiver of this mailbox, waiting at most `timeout` for the receiver that
     /// holds the claim to end (`nil`: as long as it takes): a standby receiver, which takes over
-    /// when the active one dies (the `liaison receive --wait` command).
+    /// when the active one dies (after the detection bound).
     ///
     /// - Throws: ``/Liaison/LiaisonError/Code/alreadyClaimed`` when another receiver has the
     ///   mailbox and `timeout` is zero; ``/Liaison/LiaisonError/Code/timedOut`` when it still has
     ///   it after `timeout`.
-    package func receiver(timeout: Duration?) async throws(LiaisonError) -> PostgresMailboxReceiver {
+    public func receiver(timeout: Duration?) async throws(LiaisonError) -> PostgresMailboxReceiver {
       let lock = PostgresLock(container: container, name: LiaisonName(reserved: "mailbox", name))
       let held: PostgresLockGuard
       if timeout == .zero {

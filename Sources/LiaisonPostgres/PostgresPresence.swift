@@ -68,7 +68,7 @@
           "The presence '\(name)' is already claimed\(holder.map { " by \($0)" } ?? " (its holder is starting or ending)")."
         )
       }
-      return PostgresPresenceClaim(presence: self, connection: connection)
+      return PostgresPresenceClaim(presence: self, id: id, connection: connection)
     }
 
     /// The holder, if the presence is active: read from the server, without disturbing the holder.
@@ -208,10 +208,13 @@
   public final class PostgresPresenceClaim: HeldClaim {
     /// The presence claimed.
     public let presence: PostgresPresence
+    /// The presence's row id, which its two advisory locks are keyed by.
+    private let id: Int32
     private let session: HeldSession
 
-    init(presence: PostgresPresence, connection: PostgresConnection) {
+    init(presence: PostgresPresence, id: Int32, connection: PostgresConnection) {
       self.presence = presence
+      self.id = id
       session = HeldSession(
         connection: connection, connector: presence.container.connector,
         what: "The claim on the presence '\(presence.name)'")
@@ -235,10 +238,24 @@
     /// ``PostgresLockGuard/leaveToSocketHolders()``).
     package func leaveToSocketHolders() { session.leaveOpenUntilExit() }
 
-    /// Gives the presence up: closes the claim's connection, which ends its session and so both
-    /// of its locks at once. Calling it again does nothing.
+    /// Gives the presence up: unlocks the claim, then the watch lock that observers wait for, in
+    /// one statement, so that the presence reads inactive everywhere when this returns. Calling it
+    /// again does nothing. If the statement fails, the connection is closed, which ends the
+    /// session and so both locks, once the server has seen it go.
     public func release() async {
-      if let connection = session.end(nil) { try? await connection.close() }
+      guard let connection = session.end(nil) else { return }
+      let connector = presence.container.connector
+      do {
+        let rows = try await Connector.run(
+          """
+          SELECT pg_advisory_unlock(\(Schema.claimClass), \(id)), pg_advisory_unlock(\(Schema.watchClass), \(id))
+          """, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        if let row = rows.first, try row.decode((Bool, Bool).self) == (true, true) {
+          connector.giveBack(connection)
+          return
+        }
+      } catch {}
+      try? await connection.close()
     }
   }
 #endif

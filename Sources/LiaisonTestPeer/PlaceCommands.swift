@@ -6,6 +6,7 @@
 import Dispatch
 import Foundation
 import Liaison
+import LiaisonStore
 import LiaisonTestSupport
 
 #if Postgres
@@ -13,7 +14,7 @@ import LiaisonTestSupport
 #endif
 
 /// The place the peer works in, opened before the peer says `ready`.
-let place: any CoordinationPlace = {
+let place: any CoordinationStore = {
   let argument = CommandLine.arguments.count == 2 ? CommandLine.arguments[1] : ""
   guard argument.hasPrefix("postgres") else { return container }
   #if Postgres

@@ -75,7 +75,7 @@ struct DefaultsCommand: AsyncParsableCommand {
 
     /// Prints the value, the domain or every domain of `place`.
     private func read(_ place: some CommandPlace) async throws {
-      var domains = try await place.defaultsDomainList().map(\.domain)
+      var domains = try await place.defaultsDomains().map(\.domain)
       if let domain {
         let name = try LiaisonName(domain)
         domains = domains.filter { $0 == name }
@@ -85,8 +85,10 @@ struct DefaultsCommand: AsyncParsableCommand {
         guard !domains.isEmpty else { throw ExitCode(1) }
         let stored: DefaultsRawValue?
         do {
-          stored = try await place.defaultsDomain(domain, timeout: nil).storedValue(of: name)
-        } catch let error as LiaisonError where error.code == .corruptFile {
+          stored = try await place.defaults(domain, timeout: nil).rawValue(for: name)
+        } catch {
+          // A guard, not `catch … where`: after a typed throw, that crashes Swift 6.3.1's SIL passes.
+          guard error.code == .corruptFile else { throw error }
           throw CLIError(
             DefaultsCommand.unreadable(domain: domain, key: key, "its kind or bytes are not what Liaison stores."),
             status: ExitStatus.failure)
@@ -102,7 +104,7 @@ struct DefaultsCommand: AsyncParsableCommand {
       var all: [String: [String: (text: String, json: Any)]] = [:]
       var problems: [String] = []
       for name in domains {
-        let rows = try await place.defaultsDomain(name.rawValue, timeout: nil).storedRows()
+        let rows = try await place.defaults(name.rawValue, timeout: nil).rowsReadOneByOne()
         all[name.rawValue] = [:]
         for (key, value) in rows {
           switch value.map(DefaultsCommand.readable) {
@@ -182,13 +184,13 @@ struct DefaultsCommand: AsyncParsableCommand {
           let text = try TextInput.valueOrStandardInput(value, limit: SharedDefaults.maximumValueSize)
           let (json, name) = (CommandLineValue.json(text), try LiaisonName(key))
           let written = try await wait.waiting(forThe: "defaults") { timeLeft in
-            let defaults = try await place.defaultsDomain(domain, timeout: timeLeft())
+            let defaults = try await place.defaults(domain, timeout: timeLeft())
             guard ifAbsent || ifValue != nil else {
-              try await defaults.write(json: json, for: name, timeout: timeLeft())
+              try await defaults.setJSON(json, for: name, timeout: timeLeft())
               return true
             }
             let expected = ifValue.map { DefaultsRawValue.json(CommandLineValue.json($0)) }
-            return try await defaults.write(json: json, for: name, replacing: expected, timeout: timeLeft())
+            return try await defaults.setJSON(json, for: name, replacing: expected, timeout: timeLeft())
           }
           // The condition did not hold: the documented answer, not an error (as `test` exits 1).
           if !written { throw ExitCode(1) }
@@ -211,7 +213,12 @@ struct DefaultsCommand: AsyncParsableCommand {
         try await options.withPlace(creating: true) { place in
           let name = try key.map { try LiaisonName($0) }
           try await wait.waiting(forThe: "defaults") { timeLeft in
-            try await place.defaultsDomain(domain, timeout: timeLeft()).delete(name, timeout: timeLeft())
+            let defaults = try await place.defaults(domain, timeout: timeLeft())
+            if let name {
+              try await defaults.remove(named: name, timeout: timeLeft())
+            } else {
+              try await defaults.removeAll(timeout: timeLeft())
+            }
           }
         }
       }
@@ -232,14 +239,15 @@ struct DefaultsCommand: AsyncParsableCommand {
     func run() async throws {
       try await Self.reporting {
         try await options.withPlace(creating: true) { place in
-          try await observe(place.defaultsDomain(domain, timeout: nil))
+          try await observe(in: place)
         }
       }
     }
 
-    /// Prints the changes of `defaults` until interrupted.
-    private func observe(_ defaults: some CommandDefaults) async throws {
-      let notifications = try await defaults.changeNotifications()
+    /// Prints the changes of the domain in `place` until interrupted.
+    private func observe(in place: some CommandPlace) async throws {
+      let defaults = try await place.defaults(domain, timeout: nil)
+      let notifications = try await defaults.changes()
       guard let key else {
         for try await _ in notifications { try printLine("\(domain) changed") }
         return
@@ -248,7 +256,7 @@ struct DefaultsCommand: AsyncParsableCommand {
       var last: DefaultsRawValue?? = nil
       var iterator = notifications.makeAsyncIterator()
       repeat {
-        let current = try await defaults.storedValue(of: name)
+        let current = try await defaults.rawValue(for: name)
         if last == nil || last! != current {
           try printLine(current.map { DefaultsCommand.oneLine(DefaultsCommand.show($0)) } ?? "null")
           last = .some(current)

@@ -76,9 +76,9 @@ struct SendCommand: AsyncParsableCommand {
     try await Self.reporting {
       let stored = try await options.withPlace(creating: true) { place in
         try await wait.waiting(forThe: "mailboxes") { timeLeft in
-          let outbox = try await place.mailboxHandle(mailbox, sender: sender, timeout: timeLeft())
-          let text = try TextInput.valueOrStandardInput(message, limit: try await outbox.maximumMessageSize())
-          return try await outbox.send(json: CommandLineValue.json(text), id: id, timeout: timeLeft())
+          let outbox = try await place.mailbox(mailbox, sender: sender, timeout: timeLeft())
+          let text = try TextInput.valueOrStandardInput(message, limit: try await outbox.limits().maximumMessageSize)
+          return try await outbox.sendJSON(CommandLineValue.json(text), id: id, timeout: timeLeft()).id
         }
       }
       try printLine(CommandLineText.visible(stored))
@@ -127,17 +127,20 @@ struct ReceiveCommand: AsyncParsableCommand {
   func run() async throws {
     try await Self.reporting {
       try await options.withPlace(creating: true) { place in
-        try await receive(from: place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName, timeout: nil))
+        try await receive(in: place)
       }
     }
   }
 
-  /// Receives from `mailbox` as the options say, and ends the receiver.
-  private func receive<Box: CommandMailbox>(from box: Box) async throws {
-    let receiver: Box.ClaimedReceiver
+  /// Receives from the mailbox in `place` as the options say, and ends the receiver.
+  private func receive<Place: CommandPlace>(in place: Place) async throws {
+    let box = try await place.mailbox(mailbox, sender: ProcessInfo.processInfo.processName, timeout: nil)
+    let receiver: Place.MailboxType.Receiver
     do {
-      receiver = try await box.claimReceiver()
-    } catch let error as LiaisonError where error.code == .alreadyClaimed {
+      receiver = try await box.receiver()
+    } catch {
+      // A guard, not `catch … where`: after a typed throw, that crashes Swift 6.3.1's SIL passes.
+      guard error.code == .alreadyClaimed else { throw error }
       throw CLIError(
         "The mailbox '\(mailbox)' already has a receiver (another process). Try again when it has ended.",
         status: ExitStatus.busy)
@@ -145,10 +148,10 @@ struct ReceiveCommand: AsyncParsableCommand {
     do {
       try await receive(with: receiver)
     } catch {
-      await receiver.end()
+      await receiver.close()
       throw error
     }
-    await receiver.end()
+    await receiver.close()
   }
 
   /// Prints the messages, acknowledging each batch after it is written whole unless --no-ack: a
@@ -156,7 +159,7 @@ struct ReceiveCommand: AsyncParsableCommand {
   private func receive(with receiver: some CommandReceiver) async throws {
     var remaining = count ?? Int.max
     while remaining > 0 {
-      let batch = try await receiver.batch(limit: min(remaining, 256), waiting: follow)
+      let batch = try await receiver.receiveStored(limit: min(remaining, 256), timeout: follow ? nil : .zero)
       if batch.isEmpty { return }
       var lines = ""
       for envelope in batch {
@@ -167,7 +170,7 @@ struct ReceiveCommand: AsyncParsableCommand {
       if let failure = StandardStreams.write(Array(lines.utf8), to: 1) {
         throw StandardStreams.outputFailure(failure)
       }
-      if !noAck { try await receiver.acknowledge(batch: batch) }
+      if !noAck { try await receiver.acknowledge(batch, timeout: nil) }
       remaining -= batch.count
     }
   }
@@ -194,9 +197,9 @@ struct PeekCommand: AsyncParsableCommand {
       let entries = try await options.withPlace(creating: false) { place in
         let name = try LiaisonName(mailbox)
         // Opening a mailbox that does not exist would create it: there is nothing to show.
-        guard try await place.mailboxList().contains(where: { $0.name == name }) else { return [MailboxEntry]() }
-        return try await place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName, timeout: nil)
-          .entries(limit: limit)
+        guard try await place.mailboxes().contains(where: { $0.name == name }) else { return [MailboxEntry]() }
+        return try await place.mailbox(mailbox, sender: ProcessInfo.processInfo.processName, timeout: nil)
+          .peek(limit: limit)
       }
       for entry in entries {
         let report = MessageReport(
@@ -231,9 +234,9 @@ struct RequeueCommand: AsyncParsableCommand {
       let count = try await options.withPlace(creating: false) { place in
         let name = try LiaisonName(mailbox)
         // Opening a mailbox that does not exist would create it: there is nothing to requeue.
-        guard try await place.mailboxList().contains(where: { $0.name == name }) else { return 0 }
-        return try await place.mailboxHandle(mailbox, sender: ProcessInfo.processInfo.processName, timeout: nil)
-          .requeue(ids: id.isEmpty ? nil : id)
+        guard try await place.mailboxes().contains(where: { $0.name == name }) else { return 0 }
+        return try await place.mailbox(mailbox, sender: ProcessInfo.processInfo.processName, timeout: nil)
+          .requeueQuarantined(ids: id.isEmpty ? nil : id, timeout: nil)
       }
       try printLine("\(count)")
     }

@@ -8,28 +8,20 @@ import LiaisonStore
   import LiaisonPostgres
 #endif
 
-/// What `defaults`, `send`, `receive`, `peek`, `requeue` and `status` need of a place, on top of
-/// ``CommandPlace``: the stored values of either backend, in the value types they share.
-protocol CommandStores: Sendable {
-  /// A defaults domain of the place.
-  associatedtype DefaultsDomain: CommandDefaults
-  /// A mailbox of the place.
-  associatedtype MailboxHandle: CommandMailbox
-
-  /// The defaults domain called `name` (see ``LiaisonName`` for the rule names follow), waiting
-  /// at most `timeout` for the store where opening it waits for another process's write.
-  ///
-  /// - Throws: a usage error for a `timeout` where the place has no such wait to bound.
-  func defaultsDomain(_ name: String, timeout: Duration?) async throws -> DefaultsDomain
+/// What `defaults`, `send`, `receive`, `peek`, `requeue` and `status` need of a place beyond
+/// ``CoordinationStore``: listings that create nothing, an opening bounded by `--timeout`, the
+/// stored forms of values and messages for a tool that knows no payload type, and what `status`
+/// shows. Each backend already has these; the conformances below only name them.
+protocol CommandStores: CoordinationStore where DefaultsType: CommandDefaults, MailboxType.Receiver: CommandReceiver {
+  /// The defaults domain called `domain`, waiting at most `timeout` for another process's write
+  /// of the store where opening it waits for one.
+  func defaults(_ domain: String, timeout: Duration?) async throws(LiaisonError) -> DefaultsType
+  /// The mailbox called `name`, as ``defaults(_:timeout:)`` opens a domain.
+  func mailbox(_ name: String, sender: String, timeout: Duration?) async throws(LiaisonError) -> MailboxType
   /// Every defaults domain that has values, with how many keys each has, by name; creates nothing.
-  func defaultsDomainList() async throws -> [(domain: LiaisonName, keyCount: Int)]
-  /// The mailbox called `name`, whose messages sent through it carry `sender`, waiting at most
-  /// `timeout` for the store where opening it waits for another process's write.
-  ///
-  /// - Throws: a usage error for a `timeout` where the place has no such wait to bound.
-  func mailboxHandle(_ name: String, sender: String, timeout: Duration?) async throws -> MailboxHandle
+  func defaultsDomains() async throws(LiaisonError) -> [(domain: LiaisonName, keyCount: Int)]
   /// Every mailbox that holds messages, by name; creates nothing.
-  func mailboxList() async throws -> [MailboxInfo]
+  func mailboxes() async throws(LiaisonError) -> [MailboxInfo]
 
   /// What `status` names the place by.
   var placeName: PlaceName { get }
@@ -41,81 +33,45 @@ protocol CommandStores: Sendable {
   func databaseReports() async throws -> [StatusCommand.DatabaseReport]?
 }
 
+extension CommandStores {
+  /// Opening a domain or a mailbox on PostgreSQL waits for no other process's write: `timeout`
+  /// bounds nothing there.
+  func defaults(_ domain: String, timeout: Duration?) async throws(LiaisonError) -> DefaultsType {
+    try await defaults(domain)
+  }
+
+  func mailbox(_ name: String, sender: String, timeout: Duration?) async throws(LiaisonError) -> MailboxType {
+    try await mailbox(name, sender: sender)
+  }
+}
+
 /// A place by name: a folder, or a namespace in a PostgreSQL database.
 enum PlaceName {
   case container(String)
   case namespace(String)
 }
 
-/// A defaults domain as the `defaults` commands use it.
-protocol CommandDefaults: Sendable {
-  /// The notifications of the domain's changes.
-  associatedtype ChangeNotifications: AsyncSequence & Sendable where ChangeNotifications.Element == SignalNotification
-
-  /// The stored form of the key called `name`; `nil` when it has no value.
-  func storedValue(of name: LiaisonName) async throws -> DefaultsRawValue?
-  /// Every value of the domain by key, each row read on its own.
-  func storedRows() async throws -> [(key: String, value: Result<DefaultsRawValue, LiaisonError>)]
-  /// Stores JSON text for the key called `name`, waiting at most `timeout` for another
-  /// process's write.
-  func write(json: Data, for name: LiaisonName, timeout: Duration?) async throws
-  /// Stores JSON text for the key called `name` if its value is `expected` now (`nil`: if it has
-  /// none), atomically; returns whether it did.
-  func write(json: Data, for name: LiaisonName, replacing expected: DefaultsRawValue?, timeout: Duration?)
-    async throws -> Bool
-  /// Deletes the key called `name`, or every key when `name` is `nil`, waiting at most `timeout`
-  /// for another process's write.
-  func delete(_ name: LiaisonName?, timeout: Duration?) async throws
-  /// The domain's changes, from now on.
-  func changeNotifications() async throws -> ChangeNotifications
+/// A defaults domain as `defaults read` lists it.
+protocol CommandDefaults: CoordinationDefaults {
+  /// Every value of the domain by key, each row read on its own, so that a row another program
+  /// wrote is reported by its key instead of hiding the others.
+  func rowsReadOneByOne() async throws(LiaisonError) -> [(key: String, value: Result<DefaultsRawValue, LiaisonError>)]
 }
 
-/// A mailbox as `send`, `receive`, `peek` and `requeue` use it.
-protocol CommandMailbox: Sendable {
-  /// The mailbox's one receiver.
-  associatedtype ClaimedReceiver: CommandReceiver
-
-  /// The largest message the mailbox takes, in bytes.
-  func maximumMessageSize() async throws -> Int
-  /// Sends JSON text, waiting at most `timeout` for another process's write; returns the
-  /// message's id.
-  func send(json: Data, id: String?, timeout: Duration?) async throws -> String
-  /// The first `limit` messages, quarantined ones included, without receiving them.
-  func entries(limit: Int) async throws -> [MailboxEntry]
-  /// Puts the quarantined messages (those with `ids`, or all) back in the queue; returns how many.
-  func requeue(ids: [String]?) async throws -> Int
-  /// Becomes the mailbox's receiver, without waiting.
-  ///
-  /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another receiver has the mailbox.
-  func claimReceiver() async throws -> ClaimedReceiver
-}
-
-/// A mailbox's receiver as `receive` uses it.
-protocol CommandReceiver: Sendable {
-  /// Up to `limit` messages in their stored form: those waiting now, or when `waiting`, at
-  /// least one, waiting for it.
-  func batch(limit: Int, waiting: Bool) async throws -> [MailboxEnvelope<MailboxPayload>]
-  /// Acknowledges (removes) the messages.
-  func acknowledge(batch: [MailboxEnvelope<MailboxPayload>]) async throws
-  /// Ends the receiver: unacknowledged messages go to the next one.
-  func end() async
+/// A mailbox's receiver as `receive` uses it: messages in their stored form, which a tool that
+/// knows no payload type prints as they are, and never quarantines.
+protocol CommandReceiver: CoordinationReceiver {
+  /// Up to `limit` messages in their stored form, as ``CoordinationReceiver/receive(_:limit:timeout:)``
+  /// waits for them.
+  func receiveStored(limit: Int, timeout: Duration?) async throws(LiaisonError) -> [MailboxEnvelope<MailboxPayload>]
 }
 
 // MARK: - A folder
 
+extension SharedDefaults: CommandDefaults {}
+extension MailboxReceiver: CommandReceiver {}
+
 extension SharedContainer: CommandStores {
-  func defaultsDomain(_ name: String, timeout: Duration?) async throws -> SharedDefaults {
-    try await defaults(name, timeout: timeout)
-  }
-
-  func defaultsDomainList() async throws -> [(domain: LiaisonName, keyCount: Int)] { try defaultsDomains() }
-
-  func mailboxHandle(_ name: String, sender: String, timeout: Duration?) async throws -> Mailbox {
-    try await mailbox(name, sender: sender, timeout: timeout)
-  }
-
-  func mailboxList() async throws -> [MailboxInfo] { try mailboxes() }
-
   var placeName: PlaceName { .container(directory) }
 
   /// Every lock's state from one read of the kernel's table of locks, taking none of them.
@@ -141,75 +97,13 @@ extension SharedContainer: CommandStores {
   }
 }
 
-extension SharedDefaults: CommandDefaults {
-  func storedValue(of name: LiaisonName) async throws -> DefaultsRawValue? { try rawValue(for: name) }
-
-  func storedRows() async throws -> [(key: String, value: Result<DefaultsRawValue, LiaisonError>)] {
-    try rowsReadOneByOne()
-  }
-
-  func write(json: Data, for name: LiaisonName, timeout: Duration?) async throws {
-    try await setJSON(json, for: name, timeout: timeout)
-  }
-
-  func write(json: Data, for name: LiaisonName, replacing expected: DefaultsRawValue?, timeout: Duration?)
-    async throws -> Bool
-  {
-    try await setJSON(json, for: name, replacing: expected, timeout: timeout)
-  }
-
-  func delete(_ name: LiaisonName?, timeout: Duration?) async throws {
-    if let name { try await remove(named: name, timeout: timeout) } else { try await removeAll(timeout: timeout) }
-  }
-
-  func changeNotifications() async throws -> SignalNotifications { try changes() }
-}
-
-extension Mailbox: CommandMailbox {
-  func maximumMessageSize() async throws -> Int { try limits().maximumMessageSize }
-
-  func send(json: Data, id: String?, timeout: Duration?) async throws -> String {
-    try await sendJSON(json, id: id, timeout: timeout).id
-  }
-
-  func entries(limit: Int) async throws -> [MailboxEntry] { try peek(limit: limit) }
-
-  func requeue(ids: [String]?) async throws -> Int { try await requeueQuarantined(ids: ids) }
-
-  func claimReceiver() async throws -> MailboxReceiver { try receiver() }
-}
-
-extension MailboxReceiver: CommandReceiver {
-  func batch(limit: Int, waiting: Bool) async throws -> [MailboxEnvelope<MailboxPayload>] {
-    waiting ? try await receiveStored(limit: limit) : try receiveAvailableStored(limit: limit)
-  }
-
-  func acknowledge(batch: [MailboxEnvelope<MailboxPayload>]) async throws { try await acknowledge(batch) }
-
-  func end() async { close() }
-}
-
 // MARK: - PostgreSQL
 
 #if Postgres
+  extension PostgresDefaults: CommandDefaults {}
+  extension PostgresMailboxReceiver: CommandReceiver {}
+
   extension PostgresContainer: CommandStores {
-    typealias DefaultsDomain = PostgresDefaults
-    typealias MailboxHandle = PostgresMailbox
-
-    /// `timeout` bounds nothing here: opening a domain on PostgreSQL waits for no write.
-    func defaultsDomain(_ name: String, timeout: Duration?) async throws -> PostgresDefaults {
-      try await defaults(name)
-    }
-
-    func defaultsDomainList() async throws -> [(domain: LiaisonName, keyCount: Int)] { try await defaultsDomains() }
-
-    /// `timeout` bounds nothing here: opening a mailbox on PostgreSQL waits for no write.
-    func mailboxHandle(_ name: String, sender: String, timeout: Duration?) async throws -> PostgresMailbox {
-      try await mailbox(name, sender: sender)
-    }
-
-    func mailboxList() async throws -> [MailboxInfo] { try await mailboxes() }
-
     var placeName: PlaceName { .namespace(namespace.rawValue) }
 
     /// `nil`: a lock on PostgreSQL is a session lock of the server's, which keeps no list of them
@@ -222,59 +116,6 @@ extension MailboxReceiver: CommandReceiver {
 
     /// `nil`: shared databases are SQLite files in a folder.
     func databaseReports() async throws -> [StatusCommand.DatabaseReport]? { nil }
-  }
-
-  extension PostgresDefaults: CommandDefaults {
-    typealias Changes = PostgresSignalNotifications
-
-    func storedValue(of name: LiaisonName) async throws -> DefaultsRawValue? { try await rawValue(for: name) }
-
-    func storedRows() async throws -> [(key: String, value: Result<DefaultsRawValue, LiaisonError>)] {
-      try await rowsReadOneByOne()
-    }
-
-    func write(json: Data, for name: LiaisonName, timeout: Duration?) async throws {
-      try await setJSON(json, for: name, timeout: timeout)
-    }
-
-    func write(json: Data, for name: LiaisonName, replacing expected: DefaultsRawValue?, timeout: Duration?)
-      async throws -> Bool
-    {
-      try await setJSON(json, for: name, replacing: expected, timeout: timeout)
-    }
-
-    func delete(_ name: LiaisonName?, timeout: Duration?) async throws {
-      if let name { try await remove(named: name, timeout: timeout) } else { try await removeAll(timeout: timeout) }
-    }
-
-    func changeNotifications() async throws -> PostgresSignalNotifications { try await changes() }
-  }
-
-  extension PostgresMailbox: CommandMailbox {
-    typealias Receiver = PostgresMailboxReceiver
-
-    func maximumMessageSize() async throws -> Int { try await limits().maximumMessageSize }
-
-    func send(json: Data, id: String?, timeout: Duration?) async throws -> String {
-      try await sendJSON(json, id: id, timeout: timeout).id
-    }
-
-    func entries(limit: Int) async throws -> [MailboxEntry] { try await peek(limit: limit) }
-
-    func requeue(ids: [String]?) async throws -> Int { try await requeueQuarantined(ids: ids) }
-
-    func claimReceiver() async throws -> PostgresMailboxReceiver { try await receiver(timeout: .zero) }
-  }
-
-  extension PostgresMailboxReceiver: CommandReceiver {
-    func batch(limit: Int, waiting: Bool) async throws -> [MailboxEnvelope<MailboxPayload>] {
-      let timeout: Duration? = waiting ? nil : .zero
-      return try await receiveStored(limit: limit, timeout: timeout)
-    }
-
-    func acknowledge(batch: [MailboxEnvelope<MailboxPayload>]) async throws { try await acknowledge(batch) }
-
-    func end() async { await close() }
   }
 #endif
 

@@ -147,11 +147,11 @@ struct StatusCommand: AsyncParsableCommand {
     }
     report.defaults =
       await report.reading("defaults") {
-        try await place.defaultsDomainList().map { DomainReport(name: $0.domain.rawValue, keys: $0.keyCount) }
+        try await place.defaultsDomains().map { DomainReport(name: $0.domain.rawValue, keys: $0.keyCount) }
       } ?? []
     report.mailboxes =
       await report.reading("mailboxes") {
-        try await place.mailboxList().map {
+        try await place.mailboxes().map {
           MailboxReport(name: $0.name.rawValue, waiting: $0.waiting, quarantined: $0.quarantined, bytes: $0.bytes)
         }
       } ?? []

@@ -61,10 +61,15 @@
 
     /// The place with its stored parts, opened in this process: the same protocol family on
     /// either backend.
-    func openStore() async throws -> any CoordinationStore {
+    func openStore(
+      encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
+      decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+    ) async throws -> any CoordinationStore {
       switch backend {
-      case .local: return try SharedContainer(directory: spec)
-      case .postgres: return try await PostgresContainer(url: Self.url(server!), namespace: namespace)
+      case .local: return try SharedContainer(directory: spec, encoder: encoder, decoder: decoder)
+      case .postgres:
+        return try await PostgresContainer(
+          url: Self.url(server!), namespace: namespace, encoder: encoder, decoder: decoder)
       }
     }
 

@@ -113,41 +113,5 @@
       #expect(try await held.waitForLoss() == nil)
       await place.close()
     }
-
-    struct Profile: Codable, Sendable, Equatable {
-      var displayName: String
-    }
-
-    /// The JSON coders the caller passes encode values and payloads, and decode them back.
-    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
-    func theCallersJSONCodersEncodeAndDecode() async throws {
-      let place = try await open(
-        encoder: {
-          let encoder = JSONEncoder()
-          encoder.keyEncodingStrategy = .convertToSnakeCase
-          return encoder
-        },
-        decoder: {
-          let decoder = JSONDecoder()
-          decoder.keyDecodingStrategy = .convertFromSnakeCase
-          return decoder
-        })
-      let defaults = try await place.defaults("profiles")
-      let key = DefaultsKey<Profile>("me")
-      try await defaults.set(Profile(displayName: "Ada"), for: key)
-      guard case .json(let text) = try await defaults.rawValue(for: key.name) else {
-        Issue.record("not stored as JSON")
-        return
-      }
-      #expect(String(decoding: text, as: UTF8.self).contains("display_name"))
-      #expect(try await defaults.get(key) == Profile(displayName: "Ada"))
-      let inbox = try await place.mailbox("inbox", sender: "tests")
-      try await inbox.send(Profile(displayName: "Bob"))
-      let received = try await inbox.withReceiver { receiver in
-        try await receiver.receive(Profile.self, timeout: .zero)
-      }
-      #expect(received.map(\.payload) == [Profile(displayName: "Bob")])
-      await place.close()
-    }
   }
 #endif

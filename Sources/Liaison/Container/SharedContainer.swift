@@ -1,5 +1,11 @@
 import SystemPackage
 
+#if canImport(FoundationEssentials)
+  import FoundationEssentials
+#else
+  import Foundation
+#endif
+
 #if canImport(Glibc)
   import Glibc
 #elseif canImport(Darwin)
@@ -33,6 +39,10 @@ public final class SharedContainer: Sendable {
   let presenceFolder: PrivateFolder
   let signalFolder: PrivateFolder
   let lifecycle: ContainerLifecycle
+  /// Makes the `JSONEncoder` that values and payloads of this container are written with.
+  package let makeEncoder: @Sendable () -> JSONEncoder
+  /// Makes the `JSONDecoder` that they are read with.
+  package let makeDecoder: @Sendable () -> JSONDecoder
 
   /// Opens the container at `directory`; creates the directory (0700, with any missing parents)
   /// only when `createIfMissing` says so.
@@ -44,10 +54,22 @@ public final class SharedContainer: Sendable {
   /// The path itself may contain symbolic links (it is the caller's choice); everything inside
   /// Liaison's private folder is opened without following any.
   ///
+  /// - Parameters:
+  ///   - directory: the folder the processes share.
+  ///   - createIfMissing: whether to create the folder when it does not exist.
+  ///   - encoder: makes the `JSONEncoder` that shared defaults' values and mailboxes' payloads are
+  ///     written with (a date or key strategy of your choosing); `Int`, `Double`, `Bool`,
+  ///     `String` and `Data` values are written without it. Every process sharing the folder
+  ///     should use the same strategies.
+  ///   - decoder: makes the `JSONDecoder` they are read with.
   /// - Throws: ``LiaisonError/Code/invalidArgument`` when `directory` does not exist (and
   ///   `createIfMissing` is `false`) or is a file; ``LiaisonError`` when the directory cannot be
   ///   created or opened, or when `.liaison` inside it is not a folder of this user's.
-  public init(directory: String, createIfMissing: Bool = false) throws(LiaisonError) {
+  public init(
+    directory: String, createIfMissing: Bool = false,
+    encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
+    decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+  ) throws(LiaisonError) {
     guard !directory.isEmpty else {
       throw LiaisonError(.invalidArgument, "The container directory is empty; give the path of a folder.")
     }
@@ -55,6 +77,8 @@ public final class SharedContainer: Sendable {
       throw LiaisonError(.invalidArgument, "The container directory contains a NUL byte; give the path of a folder.")
     }
     self.directory = directory
+    makeEncoder = encoder
+    makeDecoder = decoder
     if createIfMissing { try Self.makeDirectories(directory) }
     let parent = retryOnInterrupt { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
     guard parent >= 0 else {

@@ -150,6 +150,13 @@ public protocol CoordinationMailbox: Sendable {
   ///
   /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another receiver has the mailbox.
   func receiver() async throws(LiaisonError) -> Receiver
+  /// Becomes the mailbox's one receiver, waiting at most `timeout` (`nil`: as long as it takes;
+  /// `.zero`: not at all, as ``receiver()``) for the receiver that has it to end: a standby
+  /// receiver, which takes over when the active one ends or dies.
+  ///
+  /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when `timeout` is zero and another receiver
+  ///   has the mailbox; ``LiaisonError/Code/timedOut`` when it still has it after `timeout`.
+  func receiver(timeout: Duration?) async throws(LiaisonError) -> Receiver
 }
 
 extension CoordinationMailbox {

@@ -47,9 +47,10 @@ extension StoredValue {
 
   /// `value` in its stored form for the key `key`, checked against ``maximumDefaultsValueSize``.
   package init<Value: Encodable>(
-    _ value: Value, key: DefaultsKey<some Codable & Sendable>, domain: LiaisonName, encoder: JSONEncoder = JSONEncoder()
+    _ value: Value, key: DefaultsKey<some Codable & Sendable>, domain: LiaisonName,
+    encoder: @autoclosure () -> JSONEncoder = JSONEncoder()
   ) throws(LiaisonError) {
-    try self.init(encoding: value, with: encoder, what: "The value for '\(key.name)' in '\(domain)'")
+    try self.init(encoding: value, with: encoder(), what: "The value for '\(key.name)' in '\(domain)'")
     try checkSize(
       Self.maximumDefaultsValueSize, what: "The value for '\(key.name)' in '\(domain)'",
       advice: "Store large data in a file or a shared database.")
@@ -65,14 +66,14 @@ extension StoredValue {
 
   /// The value as `Value`; ``LiaisonError/Code/typeMismatch`` when it was stored as another type.
   package func decode<Value>(
-    _ key: DefaultsKey<Value>, domain: LiaisonName, decoder: JSONDecoder = JSONDecoder()
+    _ key: DefaultsKey<Value>, domain: LiaisonName, decoder: @autoclosure () -> JSONDecoder = JSONDecoder()
   ) throws(LiaisonError) -> Value {
     if kind == .data, let data = bytes as? Value { return data }
     do {
       guard kind == .json else {
         throw DecodingError.typeMismatch(Value.self, .init(codingPath: [], debugDescription: "raw bytes"))
       }
-      return try decoder.decode(Value.self, from: bytes)
+      return try decoder().decode(Value.self, from: bytes)
     } catch {
       throw LiaisonError(
         .typeMismatch,

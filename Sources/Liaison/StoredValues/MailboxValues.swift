@@ -131,11 +131,11 @@ package struct OutgoingMessage: Sendable {
   /// How long the id of an acknowledged message is remembered, on every backend: 7 days.
   package static let acknowledgedIDRetention: Duration = .seconds(7 * 24 * 3600)
 
-  package init<Payload: Encodable>(_ payload: Payload, id: String?, mailbox: LiaisonName, encoder: JSONEncoder)
-    throws(LiaisonError)
-  {
+  package init<Payload: Encodable>(
+    _ payload: Payload, id: String?, mailbox: LiaisonName, encoder: @autoclosure () -> JSONEncoder
+  ) throws(LiaisonError) {
     try self.init(
-      StoredValue(encoding: payload, with: encoder, what: "A message for mailbox '\(mailbox)'"), id: id,
+      StoredValue(encoding: payload, with: encoder(), what: "A message for mailbox '\(mailbox)'"), id: id,
       mailbox: mailbox)
   }
 

@@ -26,7 +26,9 @@ package struct StoredValue: Sendable {
   ///
   /// - Parameter what: how a message names the value ("The value for 'theme' in 'settings'").
   /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` when the encoder fails.
-  package init(encoding value: some Encodable, with encoder: JSONEncoder, what: @autoclosure () -> String)
+  package init(
+    encoding value: some Encodable, with encoder: @autoclosure () -> JSONEncoder, what: @autoclosure () -> String
+  )
     throws(LiaisonError)
   {
     if let data = value as? Data {
@@ -38,7 +40,7 @@ package struct StoredValue: Sendable {
       return
     }
     do {
-      self.init(kind: .json, bytes: try encoder.encode(value))
+      self.init(kind: .json, bytes: try encoder().encode(value))
     } catch {
       throw LiaisonError(.invalidArgument, "\(what()) cannot be encoded: \(error).")
     }

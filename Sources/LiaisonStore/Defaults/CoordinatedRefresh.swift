@@ -41,11 +41,9 @@ extension SharedDefaults {
     return value
   }
 
-  /// The lock of refreshes of `key` in this domain. Its name is a hash of the domain and key
-  /// (both may be 128 characters long); two keys that share a hash only refresh one at a time.
+  /// The lock of refreshes of `key` in this domain (``/Liaison/LiaisonName/refreshLock(domain:key:)``
+  /// names it, as on every backend).
   private func refreshLock<Value>(for key: DefaultsKey<Value>) throws(LiaisonError) -> ProcessLock {
-    let hash = fnv1a(Array(domain.rawValue.utf8) + [0] + Array(key.name.rawValue.utf8))
-    let name = try LiaisonName("defaults.refresh." + String(hash, radix: 16))
-    return ProcessLock(name: name, folder: store.folder, container: container)
+    ProcessLock(name: .refreshLock(domain: domain, key: key.name), folder: store.folder, container: container)
   }
 }

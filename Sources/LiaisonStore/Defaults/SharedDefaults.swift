@@ -88,7 +88,9 @@ public final class SharedDefaults: Sendable {
     if generation & 1 == 1 {
       // A write is in flight (or its writer died in the middle): read past the cache.
       let stored = try store.read { db in try StoredValue.fetch(db, domain: domain, key: key.name, path: store.path) }
-      return try stored.map { stored throws(LiaisonError) in try stored.decode(key, domain: domain) }
+      return try stored.map { stored throws(LiaisonError) in
+        try stored.decode(key, domain: domain, decoder: container.makeDecoder())
+      }
     }
     let type = ObjectIdentifier(Value.self)
     let lookup = cache.withLock { cache -> Lookup in
@@ -115,7 +117,9 @@ public final class SharedDefaults: Sendable {
   private func remember<Value>(
     _ stored: StoredValue?, for key: DefaultsKey<Value>, generation: UInt64
   ) throws(LiaisonError) -> Value? {
-    let value: Value? = try stored.map { stored throws(LiaisonError) in try stored.decode(key, domain: domain) }
+    let value: Value? = try stored.map { stored throws(LiaisonError) in
+      try stored.decode(key, domain: domain, decoder: container.makeDecoder())
+    }
     cache.withLock { cache in
       guard cache.generation == generation else { return }
       cache.entries[key.name.rawValue] = Entry(
@@ -179,7 +183,7 @@ public final class SharedDefaults: Sendable {
   ///   longer than `timeout` (nothing is written then).
   @available(*, noasync, message: "Use `try await set(_:for:timeout:)`, which does not block the cooperative pool.")
   public func set<Value>(_ value: Value, for key: DefaultsKey<Value>, timeout: Duration? = nil) throws(LiaisonError) {
-    let stored = try StoredValue(value, key: key, domain: domain)
+    let stored = try StoredValue(value, key: key, domain: domain, encoder: container.makeEncoder())
     try write(timeout: timeout) { db in try stored.save(db, domain: domain, key: key.name) }
   }
 
@@ -191,7 +195,7 @@ public final class SharedDefaults: Sendable {
   public func set<Value>(_ value: Value, for key: DefaultsKey<Value>, timeout: Duration? = nil)
     async throws(LiaisonError)
   {
-    let stored = try StoredValue(value, key: key, domain: domain)
+    let stored = try StoredValue(value, key: key, domain: domain, encoder: container.makeEncoder())
     try await write(timeout: timeout) { db in try stored.save(db, domain: domain, key: key.name) }
   }
 
@@ -320,7 +324,7 @@ public final class SharedDefaults: Sendable {
     _ body: (DefaultsTransaction) throws -> Result, in db: Database, failure: inout (any Error)?
   ) throws -> Result {
     do {
-      return try body(DefaultsTransaction(db: db, domain: domain, path: store.path))
+      return try body(DefaultsTransaction(db: db, domain: domain, path: store.path, container: container))
     } catch {
       failure = error
       throw error
@@ -401,17 +405,19 @@ public struct DefaultsTransaction {
   let db: Database
   let domain: LiaisonName
   let path: String
+  /// Whose JSON coders the values are read and written with.
+  let container: SharedContainer
 
   /// The value of `key` as this transaction sees it.
   public func get<Value>(_ key: DefaultsKey<Value>) throws(LiaisonError) -> Value? {
     let db = try open()
     return try translating { try StoredValue.fetch(db, domain: domain, key: key.name, path: path) }?
-      .decode(key, domain: domain)
+      .decode(key, domain: domain, decoder: container.makeDecoder())
   }
 
   /// Stores `value` for `key` when the transaction commits.
   public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) throws(LiaisonError) {
-    let (stored, db) = (try StoredValue(value, key: key, domain: domain), try open())
+    let (stored, db) = (try StoredValue(value, key: key, domain: domain, encoder: container.makeEncoder()), try open())
     try translating { try stored.save(db, domain: domain, key: key.name) }
   }
 

@@ -47,11 +47,7 @@ public final class Mailbox: Sendable {
   public typealias Limits = MailboxLimits
 
   init(name: LiaisonName, sender: String, container: SharedContainer) throws(LiaisonError) {
-    guard !sender.isEmpty, sender.utf8.count <= 256 else {
-      throw LiaisonError(
-        .invalidArgument,
-        "The sender name of mailbox '\(name)' must be 1 to 256 bytes long; it is \(sender.utf8.count).")
-    }
+    try MailboxEnvelope<MailboxPayload>.checkSender(sender, mailbox: name)
     self.name = name
     self.sender = sender
     self.container = container
@@ -88,7 +84,7 @@ public final class Mailbox: Sendable {
   public func send<Payload: Encodable>(
     _ payload: Payload, id: String? = nil, timeout: Duration? = nil
   ) throws(LiaisonError) -> MailboxReceipt {
-    try commit([OutgoingMessage(payload, id: id, mailbox: name, encoder: JSONEncoder())], timeout: timeout)[0]
+    try commit([OutgoingMessage(payload, id: id, mailbox: name, encoder: container.makeEncoder())], timeout: timeout)[0]
   }
 
   /// Stores a message, like the blocking ``send(_:id:timeout:)``, but waits for other
@@ -100,7 +96,8 @@ public final class Mailbox: Sendable {
   public func send<Payload: Encodable>(
     _ payload: Payload, id: String? = nil, timeout: Duration? = nil
   ) async throws(LiaisonError) -> MailboxReceipt {
-    try await commit([OutgoingMessage(payload, id: id, mailbox: name, encoder: JSONEncoder())], timeout: timeout)[0]
+    try await commit(
+      [OutgoingMessage(payload, id: id, mailbox: name, encoder: container.makeEncoder())], timeout: timeout)[0]
   }
 
   /// Stores every payload, in order, in one transaction (all or none), and wakes the receiver
@@ -133,7 +130,7 @@ public final class Mailbox: Sendable {
     -> [OutgoingMessage]
   {
     var messages: [OutgoingMessage] = []
-    let encoder = JSONEncoder()
+    let encoder = container.makeEncoder()
     for payload in payloads { messages.append(try OutgoingMessage(payload, id: nil, mailbox: name, encoder: encoder)) }
     return messages
   }
@@ -247,21 +244,15 @@ public final class Mailbox: Sendable {
   ///   ``/Liaison/LiaisonError/Code/timedOut`` when another process holds the store longer than `timeout`.
   @available(*, noasync, message: "Use `try await setLimits(_:timeout:)`, which does not block the pool.")
   public func setLimits(_ limits: Limits, timeout: Duration? = nil) throws(LiaisonError) {
-    try check(limits)
+    try limits.check(mailbox: name)
     try store.write(timeout: timeout) { db in try save(limits, db) }
   }
 
   /// Sets the mailbox's limits, waiting for other processes' writes of the store without
   /// blocking the cooperative pool.
   public func setLimits(_ limits: Limits, timeout: Duration? = nil) async throws(LiaisonError) {
-    try check(limits)
+    try limits.check(mailbox: name)
     try await store.write(timeout: timeout) { db in try save(limits, db) }
-  }
-
-  private func check(_ limits: Limits) throws(LiaisonError) {
-    guard limits.maximumMessageSize > 0, limits.maximumMessages > 0, limits.maximumBytes > 0 else {
-      throw LiaisonError(.invalidArgument, "The limits of mailbox '\(name)' must all be positive: \(limits).")
-    }
   }
 
   private func save(_ limits: Limits, _ db: Database) throws {

@@ -78,7 +78,7 @@ public final class MailboxReceiver: Sendable {
   public func nextMessage<Payload: Decodable & Sendable>(_ type: Payload.Type = Payload.self, batchSize: Int = 64)
     async throws(LiaisonError) -> MailboxEnvelope<Payload>?
   {
-    let decode = Self.decoding(Payload.self, using: JSONDecoder())
+    let decode = Self.decoding(Payload.self, using: mailbox.container.makeDecoder())
     let batchSize = max(1, batchSize)
     do {
       return try await waitForMessages(until: nil) { () throws(LiaisonError) in
@@ -99,8 +99,23 @@ public final class MailboxReceiver: Sendable {
   public func receive<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64, timeout: Duration? = nil
   ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
+    try await receive(
+      limit: limit, timeout: timeout, decode: Self.decoding(Payload.self, using: mailbox.container.makeDecoder()))
+  }
+
+  /// ``receive(_:limit:timeout:)`` with the messages in their stored form, which never needs
+  /// quarantine: for tools that do not know the payload type (the `liaison receive` command).
+  package func receiveStored(limit: Int, timeout: Duration?) async throws(LiaisonError)
+    -> [MailboxEnvelope<MailboxPayload>]
+  {
+    try await receive(limit: limit, timeout: timeout) { .success($0.payload) }
+  }
+
+  /// Up to `limit` messages decoded by `decode`, waiting as ``receive(_:limit:timeout:)`` does.
+  private func receive<Payload>(
+    limit: Int, timeout: Duration?, decode: (StoredValue) -> Result<Payload, UndecodableMessage>
+  ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
     try ProcessLock.check(timeout)
-    let decode = Self.decoding(Payload.self, using: JSONDecoder())
     if timeout == .zero {
       let delivery = try deliver(limit: limit, readAhead: limit, decode: decode)
       try await setAside(delivery.quarantine)
@@ -121,7 +136,7 @@ public final class MailboxReceiver: Sendable {
     _ type: Payload.Type = Payload.self, limit: Int = 64
   ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
     let delivery = try deliver(
-      limit: limit, readAhead: limit, decode: Self.decoding(Payload.self, using: JSONDecoder()))
+      limit: limit, readAhead: limit, decode: Self.decoding(Payload.self, using: mailbox.container.makeDecoder()))
     try setAside(delivery.quarantine)
     return delivery.envelopes
   }
@@ -134,19 +149,6 @@ public final class MailboxReceiver: Sendable {
     return { payload in
       let decoded: Result<Payload, UndecodableMessage> = payload.decodeMessage(using: decoder)
       return decoded.mapError { UndecodableMessage(reason: "cannot be read as \(typeName): \($0.reason)") }
-    }
-  }
-
-  /// The messages in their stored form, which never needs quarantine: for tools that do not know
-  /// the payload type (the `liaison receive` command).
-  package func receiveAvailableStored(limit: Int) throws(LiaisonError) -> [MailboxEnvelope<MailboxPayload>] {
-    try deliver(limit: limit, readAhead: limit) { .success($0.payload) }.envelopes
-  }
-
-  /// ``receiveAvailableStored(limit:)``, waiting until there is at least one message.
-  package func receiveStored(limit: Int) async throws(LiaisonError) -> [MailboxEnvelope<MailboxPayload>] {
-    try await waitForMessages(until: nil) { () throws(LiaisonError) in
-      try deliver(limit: limit, readAhead: limit) { .success($0.payload) }
     }
   }
 
@@ -486,13 +488,35 @@ extension Mailbox {
   /// - Throws: ``/Liaison/LiaisonError/Code/alreadyClaimed`` when another receiver, in any process, holds
   ///   the mailbox.
   public func receiver() throws(LiaisonError) -> MailboxReceiver {
-    let lock = ProcessLock(name: name, folder: try container.privateFolder(.mailboxReceivers), container: container)
-    guard let held = try lock.tryLock() else {
+    guard let held = try receiveLock().tryLock() else {
       throw LiaisonError(
         .alreadyClaimed,
         "The mailbox '\(name)' already has a receiver (in another process, or another MailboxReceiver in this one). "
           + "A mailbox has one receiver at a time: close the other receiver, or let its process end.")
     }
+    return try receiver(holding: held)
+  }
+
+  /// Becomes the mailbox's one receiver, waiting at most `timeout` (`nil`: as long as it takes;
+  /// `.zero`: not at all, as ``receiver()``) for the receiver that has it to end: a standby
+  /// receiver, which takes over the moment the active one is closed or its process dies. The
+  /// wait sleeps in the kernel and does not block a thread of the cooperative pool.
+  ///
+  /// - Throws: ``/Liaison/LiaisonError/Code/alreadyClaimed`` when another receiver has the
+  ///   mailbox and `timeout` is zero; ``/Liaison/LiaisonError/Code/timedOut`` when it still has
+  ///   it after `timeout`; ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled.
+  public func receiver(timeout: Duration?) async throws(LiaisonError) -> MailboxReceiver {
+    if timeout == .zero { return try receiver() }
+    return try receiver(holding: try await receiveLock().lock(.exclusive, timeout: timeout))
+  }
+
+  /// The lock that the mailbox's receiver holds.
+  private func receiveLock() throws(LiaisonError) -> ProcessLock {
+    ProcessLock(name: name, folder: try container.privateFolder(.mailboxReceivers), container: container)
+  }
+
+  /// The receiver that `held`, the receive lock, makes.
+  private func receiver(holding held: LockGuard) throws(LiaisonError) -> MailboxReceiver {
     // Only when no other process writes the store: becoming the receiver never waits.
     do {
       try store.write(timeout: .zero) { db in try Self.forgetOldAcknowledgedIDs(db, now: Date().timeIntervalSince1970) }
