@@ -111,6 +111,10 @@
       state.withLock { $0.listening ? $0.epoch : nil }
     }
 
+    /// How many subscriptions are in place: every watch of the container (a signal's, a domain's,
+    /// a presence's) has one while it lasts.
+    var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+
     func unsubscribe(_ id: Int) {
       state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
     }

@@ -170,6 +170,9 @@
       (connector.background.count, connector.openCount)
     }
 
+    /// How many watches (of signals, domains and presences) the container has in place now.
+    package var liveWatchCount: Int { listener.subscriberCount }
+
     /// The lock called `name` (see ``/Liaison/LiaisonName`` for the rule names follow).
     public func lock(_ name: String) throws(LiaisonError) -> PostgresLock {
       PostgresLock(container: self, name: try LiaisonName(name))

@@ -26,8 +26,9 @@
     ///
     /// - Parameters:
     ///   - key: the key whose value is refreshed.
-    ///   - timeout: how long to wait for another process's refresh at most; `nil` waits as long
-    ///     as it takes.
+    ///   - timeout: how long to wait for another process's refresh at most, and then for other
+    ///     writes of the key to let its row go (as a folder's refresh bounds its final write);
+    ///     `nil` waits as long as it takes.
     ///   - isFresh: whether a stored value can be used as it is.
     ///   - fetch: makes a new value; runs at most once per refresh, in one process.
     /// - Throws: ``/Liaison/LiaisonError/Code/timedOut`` when the timeout passes while another
@@ -60,7 +61,7 @@
         let rows = try await held.run(
           try statement(setting: (key.name, stored)),
           doing: "store the refreshed value of '\(key.name)' in '\(domain)'",
-          committing: true)
+          committing: true, timeout: timeout)
         cache.wrote(generation: try generation(rows), epoch: epoch, name: key.name.rawValue, stored: stored)
         await held.unlock()
         return value

@@ -56,6 +56,9 @@ final class ContainerLifecycle: Sendable {
   /// the inode, hence the key, and must not inherit the old one's state (a suspension).
   private static let registry = Locked<[Identity: (folder: PrivateFolder, lifecycle: ContainerLifecycle)]>([:])
   private let state = Locked(State())
+  /// How many watches of the container (of signals, domains, mailboxes and presences) are in
+  /// place in this process: ``SharedContainer/liveWatchCount``.
+  let watches = Locked(0)
   /// Held for the whole of a `suspend()` or `resume()`, so that the two never interleave
   /// (participants take `state` to leave, so it cannot be that lock).
   private let transition = Locked(())

@@ -107,6 +107,11 @@ public final class SharedContainer: Sendable {
     lifecycle = try ContainerLifecycle.shared(for: root)
   }
 
+  /// How many watches of this container are in place in this process now: one per sequence,
+  /// observation, receiver and model that follows a signal, a domain, a mailbox or a presence of
+  /// it, until it ends. Shared by every `SharedContainer` value on the same folder.
+  package var liveWatchCount: Int { lifecycle.watches.withLock { $0 } }
+
   /// Opens the default container: the directory named by `LIAISON_CONTAINER` if it is set,
   /// else ``defaultDirectory``.
   public static func standard() throws(LiaisonError) -> SharedContainer {

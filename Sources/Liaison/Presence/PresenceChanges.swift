@@ -176,6 +176,7 @@ final class PresenceWatch: Sendable {
         .file(descriptor: fd, doorbell: presence.doorbell)
       ) { [weak self] events in self?.fileChanged(events) }
       state.withLock { $0.fileWatch = registration }
+      presence.container.lifecycle.watches.withLock { $0 += 1 }
       try evaluateOrThrow()
     } catch {
       cancel()
@@ -190,6 +191,7 @@ final class PresenceWatch: Sendable {
   func cancel() {
     let (registrations, fd) = state.withLock { state -> ([EventRegistration], CInt?) in
       state.cancelled = true
+      if state.fileWatch != nil { presence.container.lifecycle.watches.withLock { $0 -= 1 } }
       let registrations = [state.fileWatch, state.processWatch?.registration, state.expiryWatch].compactMap { $0 }
       state.fileWatch = nil
       state.processWatch = nil

@@ -53,6 +53,7 @@ final class SignalHub: Sendable {
         lastSequence: nil, ignoringOwnPosts: ignoringOwnPosts, deliver: deliver)
       return state.nextID
     }
+    file.lifecycle.watches.withLock { $0 += 1 }
     do throws(LiaisonError) {
       let sequence = try file.readKeepingNoDescriptor().sequence
       state.withLock { state in
@@ -71,11 +72,14 @@ final class SignalHub: Sendable {
   func unsubscribe(_ key: FileKey, id: UInt64) {
     // The registration is cancelled outside the lock: cancelling the event loop's last
     // registration joins its thread, which may be waiting for this lock in `fire`.
-    let registration = state.withLock { state -> EventRegistration? in
-      guard state.watched[key]?.observers.removeValue(forKey: id) != nil else { return nil }
-      guard state.watched[key]!.observers.isEmpty else { return nil }
-      return state.watched.removeValue(forKey: key)?.registration
+    let (lifecycle, registration) = state.withLock { state -> (ContainerLifecycle?, EventRegistration?) in
+      guard let watched = state.watched[key], state.watched[key]!.observers.removeValue(forKey: id) != nil else {
+        return (nil, nil)
+      }
+      guard state.watched[key]!.observers.isEmpty else { return (watched.file.lifecycle, nil) }
+      return (watched.file.lifecycle, state.watched.removeValue(forKey: key)?.registration)
     }
+    lifecycle?.watches.withLock { $0 -= 1 }
     registration?.cancel()
   }
 

@@ -1,0 +1,259 @@
+#if Postgres
+  import Foundation
+  import Liaison
+  import LiaisonPostgres
+  import LiaisonStore
+  import LiaisonTestSupport
+  import Observation  // @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *): the models
+  import Testing
+
+  /// The observable models, on both backends, following writes, claims, deaths and sends made by
+  /// other processes. Serialized: the last test counts the model tasks of the whole process.
+  @Suite("Models up to the view: another process's change updates them", .serialized)
+  struct ModelTests {
+    /// Whether this system has Observation, which the models need (Linux has it; Apple's
+    /// systems from macOS 14 and iOS 17).
+    static var modelsExist: Bool {
+      if #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) { return true }
+      return false
+    }
+
+    /// The peer's messages (`place-msend`).
+    struct PeerMessage: Codable, Sendable, Equatable {
+      let sender: String
+      let n: Int
+    }
+
+    /// `withObservationTracking` on the value fires after another process's `set`, and the new
+    /// value is then readable on the main actor.
+    @Test(
+      .enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), .enabled(if: modelsExist),
+      arguments: Backend.allCases)
+    func aValueFollowsAnotherProcesssSet(_ backend: Backend) async throws {
+      guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else { return }
+      let place = try BackendPlace(backend)
+      try await followsSets(try await place.openStore(), writer: try place.peer())
+      withExtendedLifetime(place) {}
+    }
+
+    @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
+    private func followsSets(_ store: some CoordinationStore, writer: Peer) async throws {
+      let volume = try await ObservedValue(DefaultsKey<Int>("volume"), in: try await store.defaults("settings"))
+      #expect(await volume.value == nil)
+      for value in [7, 8, 9] {
+        let changed = await changeOf { _ = volume.value }
+        try writer.send(.placeDset, "settings", "volume", value)
+        try await waitForChange(changed, "the value's change after the peer's set of \(value)")
+        try await until("the value is \(value)", observing: { volume.value }, satisfies: { $0 == value })
+      }
+    }
+
+    /// A burst of 1,000 atomic increments by another process: the model ends on the last value,
+    /// through far fewer updates than writes.
+    @Test(
+      .enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), .enabled(if: modelsExist),
+      arguments: Backend.allCases)
+    func aBurstOfWritesCoalesces(_ backend: Backend) async throws {
+      guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else { return }
+      let place = try BackendPlace(backend)
+      try await coalescesABurst(try await place.openStore(), writer: try place.peer())
+      withExtendedLifetime(place) {}
+    }
+
+    @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
+    private func coalescesABurst(_ store: some CoordinationStore, writer: Peer) async throws {
+      let counter = try await ObservedValue(DefaultsKey<Int>("counter"), in: try await store.defaults("burst"))
+      try writer.send(.placeDincrement, "burst", "counter", 1000, timeout: 600)
+      try await until("the model shows the last write", observing: { counter.value }, satisfies: { $0 == 1000 })
+      let updates = await counter.updateCount
+      #expect(updates <= 250, "\(updates) main-actor updates for 1,000 writes")
+    }
+
+    /// A presence model follows a claim in another process, and its holder's SIGKILL.
+    @Test(
+      .enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), .enabled(if: modelsExist),
+      arguments: Backend.allCases)
+    func aPresenceFollowsAClaimAndItsHoldersDeath(_ backend: Backend) async throws {
+      guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else { return }
+      let place = try BackendPlace(backend)
+      try await followsAClaim(try await place.openStore(), place: place)
+      withExtendedLifetime(place) {}
+    }
+
+    @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
+    private func followsAClaim(_ store: some CoordinationStore, place: BackendPlace) async throws {
+      let recording = try await ObservedPresence(try store.presence("recording"))
+      #expect(await !recording.isActive)
+      let holder = try place.peer()
+      let claimed = await changeOf { _ = recording.isActive }
+      try holder.send(.placeClaim, "recording", "episode", "7")
+      try await waitForChange(claimed, "the presence's change after the peer's claim")
+      try await until(
+        "the model shows the claim", observing: { recording.holder },
+        satisfies: { $0?.processID == holder.pid && $0?.info == "episode 7" })
+      let released = await changeOf { _ = recording.isActive }
+      holder.kill()
+      try await waitForChange(released, "the presence's change after its holder was killed")
+      try await until("the model shows the presence stopped", observing: { recording.isActive }, satisfies: { !$0 })
+    }
+
+    /// A signal model shows the last state another process posted.
+    @Test(
+      .enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), .enabled(if: modelsExist),
+      arguments: Backend.allCases)
+    func aSignalShowsTheLastPost(_ backend: Backend) async throws {
+      guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else { return }
+      let place = try BackendPlace(backend)
+      try await showsPosts(try await place.openStore(), poster: try place.peer())
+      withExtendedLifetime(place) {}
+    }
+
+    @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
+    private func showsPosts(_ store: some CoordinationStore, poster: Peer) async throws {
+      let changed = try await ObservedSignal(try store.signal("notes-changed"))
+      #expect(await changed.notifiedAt == nil)
+      for state in [3, 4, 5] { try poster.send(.placePost, "notes-changed", state) }
+      try await until("the model shows the last post", observing: { changed.state }, satisfies: { $0 == 5 })
+      #expect(await changed.notifiedAt != nil)
+    }
+
+    /// An inbox shows what another process sends, without being asked; acknowledging from the
+    /// model removes the message from it and from the mailbox.
+    @Test(
+      .enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), .enabled(if: modelsExist),
+      arguments: Backend.allCases)
+    func anInboxShowsWhatAnotherProcessSends(_ backend: Backend) async throws {
+      guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else { return }
+      let place = try BackendPlace(backend)
+      try await showsSends(try await place.openStore(), place: place)
+      withExtendedLifetime(place) {}
+    }
+
+    @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
+    private func showsSends(_ store: some CoordinationStore, place: BackendPlace) async throws {
+      let inbox = try await ObservedInbox(try await store.mailbox("links", sender: "app"), of: PeerMessage.self)
+      #expect(await inbox.messages.isEmpty)
+      #expect(await inbox.waitingCount == 0)
+      let sender = try place.peer()
+      let arrived = await changeOf { _ = inbox.messages }
+      try sender.send(.placeMsend, "links", "web", 3)
+      try await waitForChange(arrived, "the inbox's change after the peer's sends")
+      try await until(
+        "the inbox shows 3 messages", observing: { inbox.messages.map(\.payload.n) }, satisfies: { $0 == [0, 1, 2] })
+      #expect(await inbox.waitingCount == 3)
+      let first = try #require(await inbox.messages.first)
+      try await inbox.acknowledge([first]).value
+      #expect(await inbox.messages.map(\.payload.n) == [1, 2])
+      #expect(await inbox.waitingCount == 2)
+      #expect(try await inbox.mailbox.count() == 2)
+    }
+
+    /// Released models leave nothing behind: the place's watches return to what they were, no
+    /// model task runs, and the inbox's receiver is closed (another can take the mailbox).
+    @Test(
+      .enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), .enabled(if: modelsExist),
+      arguments: Backend.allCases)
+    func releasedModelsLeaveNoWatchOrTask(_ backend: Backend) async throws {
+      guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else { return }
+      let place = try BackendPlace(backend)
+      try await releases(try await place.openStore())
+      withExtendedLifetime(place) {}
+    }
+
+    @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
+    private func releases(_ store: some CoordinationStore) async throws {
+      let watchesBefore = liveWatches(store)
+      try await makeAndRelease(store)
+      try await poll("the watches return to \(watchesBefore)") { liveWatches(store) == watchesBefore }
+      // Only this suite makes models, one test at a time: none may be left running.
+      try await poll("no model task runs") { ModelFollowing.runningCount == 0 }
+      let mailbox = try await store.mailbox("released", sender: "tests")
+      let receiver = try await mailbox.receiver(timeout: .seconds(60))
+      await receiver.close()
+    }
+
+    @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
+    private func makeAndRelease(_ store: some CoordinationStore) async throws {
+      var value: ObservedValue<_, Int>? = try await ObservedValue(
+        DefaultsKey<Int>("count"), in: try await store.defaults("released"))
+      var presence: ObservedPresence? = try await ObservedPresence(try store.presence("released"))
+      var signal: ObservedSignal? = try await ObservedSignal(try store.signal("released"))
+      var inbox: ObservedInbox<_, Int>? = try await ObservedInbox(
+        try await store.mailbox("released", sender: "tests"), of: Int.self)
+      #expect(ModelFollowing.runningCount >= 4)
+      #expect(value != nil && presence != nil && signal != nil && inbox != nil)
+      (value, presence, signal, inbox) = (nil, nil, nil, nil)
+    }
+
+    /// This process's watches of the place: the folder's, or the PostgreSQL container's.
+    private func liveWatches(_ store: some CoordinationStore) -> Int {
+      if let folder = store as? SharedContainer { return folder.liveWatchCount }
+      if let postgres = store as? PostgresContainer { return postgres.liveWatchCount }
+      Issue.record("a place of neither backend: \(type(of: store))")
+      return -1
+    }
+  }
+
+  // MARK: Observing from the main actor
+
+  /// A change of what `read` reads on the main actor, once it comes: registered now with
+  /// `withObservationTracking`, which calls back on the main actor when one of them is set.
+  @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
+  @MainActor private func changeOf(_ read: @escaping @MainActor () -> Void) -> Task<Void, Never> {
+    let (changed, signal) = AsyncStream.makeStream(of: Void.self)
+    withObservationTracking(read) {
+      signal.yield()
+      signal.finish()
+    }
+    return Task {
+      for await _ in changed { break }
+    }
+  }
+
+  /// Waits at most 60 s for `change` (from ``changeOf(_:)``).
+  private func waitForChange(_ change: Task<Void, Never>, _ what: String) async throws {
+    let outcome = await withTaskGroup(of: Bool.self) { group in
+      group.addTask {
+        await change.value
+        return true
+      }
+      group.addTask {
+        try? await Task.sleep(for: .seconds(60))
+        return false
+      }
+      defer { group.cancelAll() }
+      return await group.next()!
+    }
+    try #require(outcome, "timed out after 60 s waiting for \(what)")
+  }
+
+  /// Waits until `condition` holds, for at most 60 s, looking again every 2 ms: for what no
+  /// observation reports (the counts of watches and tasks).
+  private func poll(_ what: String, _ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while !condition() {
+      try #require(ContinuousClock.now < deadline, "timed out after 60 s waiting until \(what)")
+      try await Task.sleep(for: .milliseconds(2))
+    }
+  }
+
+  /// Waits, through the model's own observation, until what `read` returns on the main actor
+  /// satisfies `condition`, for at most 60 s.
+  @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
+  private func until<Value: Sendable>(
+    _ what: String, observing read: @escaping @MainActor () -> Value,
+    satisfies condition: @escaping @Sendable (Value) -> Bool
+  ) async throws {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while true {
+      let changed = await MainActor.run { () -> Task<Void, Never>? in
+        if condition(read()) { return nil }
+        return changeOf { _ = read() }
+      }
+      guard let changed else { return }
+      let left = deadline - ContinuousClock.now
+      try #require(left > .zero, "timed out after 60 s waiting until \(what)")
+      try await waitForChange(changed, what)
+    }
+  }
+#endif
