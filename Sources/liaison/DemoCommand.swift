@@ -4,6 +4,7 @@ import Foundation
 import GRDB
 import Liaison
 import LiaisonStore
+import Observation  // @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *): the view scene
 
 struct DemoCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
@@ -28,6 +29,7 @@ struct DemoCommand: AsyncParsableCommand {
       try await doorbellScene(container)
       try databaseScene(container)
       try inboxScene(container)
+      try await viewScene(container)
       try printLine("Done; the temporary container is removed.")
     }
   }
@@ -125,6 +127,53 @@ struct DemoCommand: AsyncParsableCommand {
       try say("app", line)
     }
     try printLine("   Messages wait on disk until acknowledged: a crash can repeat one, never lose one.\n")
+  }
+
+  /// Question 6: up to the view, a model that another process's writes update.
+  private func viewScene(_ container: SharedContainer) async throws {
+    try printLine("6. The widget shows the app's theme; does its view follow the app's changes?  (ObservedValue)")
+    guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else {
+      try printLine("   (Skipped: the models need Observation, macOS 14 or later.)\n")
+      return
+    }
+    let theme = try await ObservedValue(Self.theme, in: try await container.defaults("settings"))
+    try say("widget", "its view shows the theme \"\(await theme.value ?? "system")\"")
+    let app = try DemoActor(role: "theme-writer", container: container)
+    for _ in 0..<3 {
+      let changed = await Self.change { _ = theme.value }
+      app.send("next")
+      try say("app", try app.readLine())
+      try await Self.wait(for: changed, "the widget's model to show the app's write")
+      try say("widget", "redraws by itself: the theme is \"\(await theme.value ?? "system")\"")
+    }
+    try printLine("   No refresh button: the write rang the domain's signal, and the model read the new value.\n")
+  }
+
+  static let theme = DefaultsKey<String>("theme")
+
+  /// A task that ends at the next change of what `read` reads (`withObservationTracking`).
+  @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
+  @MainActor private static func change(_ read: @escaping @MainActor () -> Void) -> Task<Void, Never> {
+    let (changed, continuation) = AsyncStream.makeStream(of: Void.self)
+    withObservationTracking(read) { continuation.finish() }
+    return Task { for await _ in changed {} }
+  }
+
+  /// Waits at most 10 s for `change`.
+  private static func wait(for change: Task<Void, Never>, _ what: String) async throws {
+    let came = await withTaskGroup(of: Bool.self) { group in
+      group.addTask {
+        await change.value
+        return true
+      }
+      group.addTask {
+        try? await Task.sleep(for: .seconds(10))
+        return false
+      }
+      defer { group.cancelAll() }
+      return await group.next()!
+    }
+    if !came { throw CLIError("The demo waited 10 s for \(what), in vain.", status: ExitStatus.failure) }
   }
 
   static let journalMigrator: DatabaseMigrator = {
@@ -291,6 +340,13 @@ struct DemoActorCommand: AsyncParsableCommand {
       guard let answer = await answers.next() else { return }
       let elapsed = Double(DispatchTime.now().uptimeNanoseconds - postedAt) / 1000
       try printLine(String(format: "hears the answer, state \(answer.state), %.0f µs after posting", elapsed))
+    case "theme-writer":
+      let settings = try await container.defaults("settings")
+      for theme in ["dark", "sepia", "light"] {
+        guard Swift.readLine() != nil else { return }
+        try await settings.set(theme, for: DemoCommand.theme)
+        try printLine("sets the theme to \"\(theme)\"")
+      }
     default:
       throw ValidationError("unknown demo role \(role)")
     }

@@ -19,6 +19,27 @@ struct SignalTests {
     #expect(try SharedContainer(directory: directory.path).signal("notes-changed").state == 42)
   }
 
+  /// An observer that has received a post sleeps until the next one. Delivering a post reads
+  /// the signal's file; read through a descriptor opened for writing, its close was an event of
+  /// the observer's own watch on Linux (`IN_CLOSE_WRITE`), which read again: the observer spun a
+  /// core for as long as it observed. Its threads are seen asleep, and none runs for 300 ms (an
+  /// observation of a process left alone, not a synchronisation).
+  @Test(.enabled(if: readsProc, "reads /proc"))
+  func anObserverSleepsBetweenPosts() throws {
+    let observer = try Peer(container: directory.path)
+    try observer.send(.observe, "quiet")
+    try SharedContainer(directory: directory.path).signal("quiet").post(state: 1)
+    #expect(try observer.send(.next) == "quiet 1 1")
+    var before = try ThreadActivity(process: observer.pid)
+    try waitUntil("every thread of the observer's process is asleep") {
+      before = try ThreadActivity(process: observer.pid)
+      return before.allAsleep
+    }
+    usleep(300_000)
+    let ran = try ThreadActivity(process: observer.pid).threadsThatRan(since: before)
+    #expect(ran.isEmpty, "the observer's process ran with no post made (it wakes itself?): \(ran)")
+  }
+
   @Test func aBurstOfPostsCoalescesAndEndsOnTheLastState() throws {
     let observer = try Peer(container: directory.path)
     let poster = try Peer(container: directory.path)

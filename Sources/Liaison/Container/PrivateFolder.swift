@@ -84,14 +84,19 @@ package final class PrivateFolder: Sendable {
   /// this folder's identity so that two containers never share one.
   package func doorbell(for name: String) -> String { "liaison.\(identity).\(name)" }
 
-  /// Opens the file `name` for reading and writing, creating it 0600 if `create` is set.
+  /// Opens the file `name` for reading and writing (or, unless `writing`, for reading only),
+  /// creating it 0600 if `create` is set.
+  ///
+  /// A descriptor that only reads must be opened so: closing one opened for writing is an event
+  /// of the file's watch on Linux (`IN_CLOSE_WRITE`), so a watcher that read through one would
+  /// wake itself again at every read.
   ///
   /// - Returns: the descriptor, or `nil` when the file does not exist and `create` is not set.
   /// - Throws: ``LiaisonError/Code/unsafeFile`` when a symbolic link, a hard link, a folder or
   ///   another user's file stands at that name.
-  package func openFile(_ name: String, create: Bool) throws(LiaisonError) -> CInt? {
+  package func openFile(_ name: String, create: Bool, writing: Bool = true) throws(LiaisonError) -> CInt? {
     let filePath = path(of: name)
-    var flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK
+    var flags = (writing ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK
     if create { flags |= O_CREAT }
     let fd: CInt
     switch Syscall.openAt(descriptor, name, flags, 0o600) {

@@ -227,11 +227,13 @@ package final class SignalFile: Sendable {
     }
   }
 
-  /// Runs `body` with the kept descriptor, or, when none is kept, with one opened for it alone
-  /// and closed after it: how observers read and watch the file.
+  /// Runs `body` with the kept descriptor, or, when none is kept, with one opened for reading
+  /// alone and closed after it: how observers read and watch the file. Read-only, so that its
+  /// close is no event of the file's watch (which would wake the observer that read it, again
+  /// and again).
   func withDescriptorKeepingNone<T>(_ body: (CInt) throws(LiaisonError) -> T) throws(LiaisonError) -> T {
     if let fd = kept.withLock({ $0 }) { return try body(fd) }
-    let fd = try folder.openFile(name.rawValue, create: true)!
+    let fd = try folder.openFile(name.rawValue, create: true, writing: false)!
     defer { Syscall.close(fd) }
     return try body(fd)
   }
