@@ -149,9 +149,7 @@ private func readIntoAsync(input: CInt, output: CInt) -> Never {
         writeBytes(output, encodeTimestamp(now() &- decodeTimestamp(Array(record[0..<8]))))
       }
     }
-    writeBytes(output, [UInt8(ascii: "r")])
-    _ = readBytes(input, 1)  // ends the process when the input closes
-    fatalError("unreachable")
+    serveUntilInputCloses(input: input, output: output)
   }
 #endif
 
@@ -172,6 +170,8 @@ enum PeerRole {
     #endif
     case "lock-holder":
       try LockScenarios.holdAndRelease(container: arguments[0], name: arguments[1], input: input, output: output)
+    case "ab-lock-holder-sync":
+      try LockScenarios.abHoldAndReleaseSync(container: arguments[0], name: arguments[1], input: input, output: output)
     case "lock-keeper":
       try CrashScenarios.keepLock(container: arguments[0], name: arguments[1], input: input, output: output)
     case "flock-keeper":

@@ -23,7 +23,13 @@ enum DefaultsScenarios {
       [
         { try timeBatch(batch) { _ = try defaults.get(counter) } },
         { timeBatch(batch) { _ = suite.integer(forKey: "counter") } },
+        PlaceScenarios.defaultsGet(defaults, counter, batch: batch),
       ])
+    abResults.append(
+      ScenarioResult(
+        measurement: Measurement("ab.defaults.get.async-form", samples[2]), unit: "ns",
+        baselines: [Measurement("defaults.get", samples[0]), Measurement("foundation.userdefaults.get", samples[1])],
+        target: "A/B"))
     return ScenarioResult(
       measurement: Measurement("defaults.get", samples[0]), unit: "ns",
       baselines: [Measurement("foundation.userdefaults.get", samples[1])],
@@ -38,25 +44,32 @@ enum DefaultsScenarios {
     let floor = try SQLiteUpsert(path: container.directory + "/floor.sqlite")
     let suite = UserDefaults(suiteName: "liaison-bench-set-\(getpid())")!
     defer { suite.removePersistentDomain(forName: "liaison-bench-set-\(getpid())") }
-    var value = 0
+    let value = Locked(0)  // each set's value, and the floor's
+    let next: @Sendable () -> Int = {
+      value.withLock {
+        $0 += 1
+        return $0
+      }
+    }
     let batch = 20
     let samples = try interleave(
       samples: 150,
       [
-        {
-          try timeBatch(batch) {
-            value += 1
-            try defaults.set(value, for: counter)
-          }
-        },
-        { try timeBatch(batch) { try floor.upsert(value) } },
+        PlaceScenarios.defaultsSet(defaults, counter, batch: batch, value: next),
+        { try timeBatch(batch) { try floor.upsert(value.withLock { $0 }) } },
         {
           timeBatch(batch) {
-            suite.set(value, forKey: "counter")
+            suite.set(value.withLock { $0 }, forKey: "counter")
             suite.synchronize()
           }
         },
+        { try timeBatch(batch) { try defaults.set(next(), for: counter) } },
       ])
+    abResults.append(
+      ScenarioResult(
+        measurement: Measurement("ab.defaults.set.sync", samples[3]), unit: "ns",
+        baselines: [Measurement("defaults.set", samples[0]), Measurement("floor.sqlite-upsert", samples[1])],
+        target: "A/B"))
     return ScenarioResult(
       measurement: Measurement("defaults.set", samples[0]), unit: "ns",
       baselines: [
@@ -77,13 +90,19 @@ enum DefaultsScenarios {
     let samples = try interleave(
       samples: 500,
       [
+        PlaceScenarios.defaultsVisibility(defaults, counter, observer),
+        pipeToAsync,
+        pipe,
         {
           try defaults.set(Int(now()), for: counter)
           return Double(observer.readTimestamp())
         },
-        pipeToAsync,
-        pipe,
       ])
+    abResults.append(
+      ScenarioResult(
+        measurement: Measurement("ab.defaults.visibility.sync", samples[3]), unit: "ns",
+        baselines: [Measurement("defaults.visibility", samples[0]), Measurement("floor.pipe-to-async", samples[1])],
+        target: "A/B"))
     return ScenarioResult(
       measurement: Measurement("defaults.visibility", samples[0]), unit: "ns",
       baselines: [Measurement("floor.pipe-to-async", samples[1]), Measurement("floor.pipe-half-rtt", samples[2])],
@@ -101,28 +120,14 @@ enum DefaultsScenarios {
         usleep(5_000)
       }
     }
-    writeBytes(output, [UInt8(ascii: "r")])
-    _ = readBytes(input, 1)  // ends the process when the input closes
-    fatalError("unreachable")
+    serveUntilInputCloses(input: input, output: output)
   }
 
-  /// The observer peer: follows `counter` and answers each new value with the time since it was
-  /// set (the value is that time).
+  /// The observer peer (`PlaceScenarios.observe`) of `counter` in the folder `container`.
   static func observe(container: String, domain: String, input: CInt, output: CInt) throws -> Never {
-    let defaults = try SharedContainer(directory: container, createIfMissing: true).defaults(domain)
-    Task.detached {
-      var first = true
-      for try await value in try await defaults.changes(of: counter) {
-        if first {
-          first = false
-          continue
-        }
-        writeBytes(output, encodeTimestamp(now() &- UInt64(value ?? 0)))
-      }
-    }
-    writeBytes(output, [UInt8(ascii: "r")])
-    _ = readBytes(input, 1)
-    fatalError("unreachable")
+    let place = try SharedContainer(directory: container, createIfMissing: true)
+    try PlaceScenarios.observe(
+      try place.defaults(domain), counter, input: input, output: output, keeping: place)
   }
 }
 

@@ -239,32 +239,20 @@ import Foundation
       let pipe = try Floor.pipeHalfRoundTrip()
       let floorClass = floorClass
 
-      func sample(_ peer: BenchPeer, _ waitForLock: @escaping @Sendable () async throws -> UInt64) throws -> Double {
-        peer.send(UInt8(ascii: "g"))
-        precondition(peer.readByte() == UInt8(ascii: "h"))
-        let acquiredAt = try blocking(waitForLock)
-        let releasedAt = peer.readTimestamp()
-        return Double(Int64(bitPattern: acquiredAt &- releasedAt))
-      }
       let samples = try interleave(
         samples: 300,
         [
+          { try PlaceScenarios.handoff(from: holder) { try blocking { try await PlaceScenarios.acquire(lock) } } },
           {
-            try sample(holder) {
-              let held = try await lock.lock()
-              let acquiredAt = now()
-              await held.unlock()
-              return acquiredAt
-            }
-          },
-          {
-            try sample(rawHolder) {
-              _ = try await waiter.query("SELECT pg_advisory_lock(\(floorClass), 2)", logger: RawPostgres.logger)
-                .collect()
-              let acquiredAt = now()
-              _ = try await waiter.query("SELECT pg_advisory_unlock(\(floorClass), 2)", logger: RawPostgres.logger)
-                .collect()
-              return acquiredAt
+            try PlaceScenarios.handoff(from: rawHolder) {
+              try blocking {
+                _ = try await waiter.query("SELECT pg_advisory_lock(\(floorClass), 2)", logger: RawPostgres.logger)
+                  .collect()
+                let acquiredAt = now()
+                _ = try await waiter.query("SELECT pg_advisory_unlock(\(floorClass), 2)", logger: RawPostgres.logger)
+                  .collect()
+                return acquiredAt
+              }
             }
           },
           pipe,
@@ -281,8 +269,8 @@ import Foundation
           + "the token (one WAL flush) and replies; expect ≈ pg.advisory-handoff.raw + a commit")
     }
 
-    /// The holder peer: on `g`, takes the lock, answers `h`, waits until `pg_locks` shows the
-    /// waiter blocked on the server, then unlocks and sends the time just before the unlock.
+    /// The holder peer (`PlaceScenarios.holdAndRelease`): the waiter is asleep once `pg_locks`
+    /// shows it blocked on the server.
     static func holdAndRelease(url: String, namespace: String, name: String, input: CInt, output: CInt) throws
       -> Never
     {
@@ -294,19 +282,9 @@ import Foundation
         try await exclusivePair(lock)
         return try await lockRowID(poll, namespace: namespace, name: name)
       }
-      writeBytes(output, [UInt8(ascii: "r")])
-      while true {
-        _ = readBytes(input, 1)
-        let held = try blocking { try await lock.lock() }
-        writeBytes(output, [UInt8(ascii: "h")])
-        let releasedAt = try blocking {
-          try await waitForWaiter(poll, classID: liaisonLockClass, objectID: id)
-          let releasedAt = now()
-          await held.unlock()
-          return releasedAt
-        }
-        writeBytes(output, encodeTimestamp(releasedAt))
-      }
+      try PlaceScenarios.holdAndRelease(
+        lock, waitForWaiter: { try await waitForWaiter(poll, classID: liaisonLockClass, objectID: id) }, input: input,
+        output: output, keeping: container)
     }
 
     /// The raw holder peer: the same with `pg_advisory_lock` on a postgres-nio connection.
@@ -366,10 +344,7 @@ import Foundation
       let samples = try interleave(
         samples: 600,
         [
-          {
-            try blocking { try await signal.post(state: now()) }
-            return Double(observer.readTimestamp())
-          },
+          PlaceScenarios.signalLatency(signal, observer),
           {
             try blocking {
               _ = try await raw.query(
@@ -405,20 +380,10 @@ import Foundation
           + "NOTIFY does not wait for), delivered at the commit; expect ≈ pg.raw.post-sql")
     }
 
-    /// The observer peer: iterates the signal's notifications and answers each with the time since
-    /// the post (the state), in nanoseconds.
+    /// The observer peer (`PlaceScenarios.observe`) of the signal `name` on the server at `url`.
     static func observe(url: String, namespace: String, name: String, input: CInt, output: CInt) throws -> Never {
       let container = try blocking { try await PostgresContainer(url: url, namespace: namespace) }
-      let notifications = try blocking { try await container.signal(name).notifications() }
-      Task.detached {
-        for await notification in notifications {
-          writeBytes(output, encodeTimestamp(now() &- notification.state))
-        }
-        withExtendedLifetime(container) {}
-      }
-      writeBytes(output, [UInt8(ascii: "r")])
-      _ = readBytes(input, 1)  // ends the process when the input closes
-      fatalError("unreachable")
+      try PlaceScenarios.observe(try container.signal(name), input: input, output: output, keeping: container)
     }
 
     /// The raw listener peer: `LISTEN` through postgres-nio, answering each notification with the
@@ -530,12 +495,6 @@ import Foundation
     }
   }
 
-  /// Times `operations` runs of `body` and returns nanoseconds per operation.
-  func timeBatchAsync(_ operations: Int, _ body: () async throws -> Void) async rethrows -> Double {
-    let start = now()
-    for _ in 0..<operations { try await body() }
-    return Double(now() - start) / Double(operations)
-  }
 #else
   enum PostgresScenarios {
     static func peer(_ role: String, _ arguments: [String], input: CInt, output: CInt) throws -> Never {

@@ -34,9 +34,21 @@ enum SignalScenarios {
     let samples = try interleave(
       samples: 2000,
       [
+        PlaceScenarios.signalLatency(sequenceSignal, sequenceObserver),
+        PlaceScenarios.signalLatency(callbackSignal, callbackObserver),
+        PlaceScenarios.signalLatency(queueSignal, queueObserver), pipeToAsync, pipe, inotifyFile,
         sample(sequenceSignal, sequenceObserver), sample(callbackSignal, callbackObserver),
-        sample(queueSignal, queueObserver), pipeToAsync, pipe, inotifyFile,
+        sample(queueSignal, queueObserver),
       ])
+    for (index, name) in [(6, "signal.latency"), (7, "signal.latency.callback"), (8, "signal.latency.queue")] {
+      abResults.append(
+        ScenarioResult(
+          measurement: Measurement("ab.\(name).sync", samples[index]), unit: "ns",
+          baselines: [
+            Measurement(name, samples[index - 6]), Measurement("floor.pipe-to-async", samples[3]),
+            Measurement("floor.pipe-half-rtt", samples[4]),
+          ], target: "A/B"))
+    }
     let asyncFloor = Measurement("floor.pipe-to-async", samples[3])
     let pipeFloor = Measurement("floor.pipe-half-rtt", samples[4])
     // Where inotify exists: the doorbell's own floor (on Apple platforms a post rings notify(3)).
@@ -59,7 +71,8 @@ enum SignalScenarios {
   /// nanoseconds. `sequence` iterates `notifications()` in a task; `callback` uses
   /// `observeOnEventLoop`; `queue` uses `observe(on:)` with a serial queue of its own.
   static func observe(container: String, name: String, mode: String, input: CInt, output: CInt) throws -> Never {
-    let signal = try SharedContainer(directory: container, createIfMissing: true).signal(name)
+    let place = try SharedContainer(directory: container, createIfMissing: true)
+    let signal = try place.signal(name)
     var observation: SignalObservation?
     if mode == "callback" {
       observation = try signal.observeOnEventLoop { notification in
@@ -70,16 +83,8 @@ enum SignalScenarios {
         writeBytes(output, encodeTimestamp(now() &- notification.state))
       }
     } else {
-      let notifications = try signal.notifications()
-      Task.detached {
-        for await notification in notifications {
-          writeBytes(output, encodeTimestamp(now() &- notification.state))
-        }
-      }
+      try PlaceScenarios.observe(signal, input: input, output: output, keeping: place)
     }
-    writeBytes(output, [UInt8(ascii: "r")])
-    _ = readBytes(input, 1)  // ends the process when the input closes
-    withExtendedLifetime(observation) {}
-    fatalError("unreachable")
+    withExtendedLifetime(observation) { serveUntilInputCloses(input: input, output: output) }
   }
 }
