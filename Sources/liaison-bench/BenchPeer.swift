@@ -170,8 +170,6 @@ enum PeerRole {
     #endif
     case "lock-holder":
       try LockScenarios.holdAndRelease(container: arguments[0], name: arguments[1], input: input, output: output)
-    case "ab-lock-holder-sync":
-      try LockScenarios.abHoldAndReleaseSync(container: arguments[0], name: arguments[1], input: input, output: output)
     case "lock-keeper":
       try CrashScenarios.keepLock(container: arguments[0], name: arguments[1], input: input, output: output)
     case "flock-keeper":

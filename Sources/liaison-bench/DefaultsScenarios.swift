@@ -8,7 +8,8 @@ enum DefaultsScenarios {
   static let other = DefaultsKey<Int>("other")
 
   /// `defaults.get`: a cached read while another process writes the same domain now and then
-  /// (every 5 ms), against `foundation.userdefaults.get`.
+  /// (every 5 ms), against `foundation.userdefaults.get`. The folder's synchronous `get`: its
+  /// `async` form through a task measured 1.56× it (PlaceScenarios.swift).
   static func get(_ container: SharedContainer) throws -> ScenarioResult {
     let defaults = try container.defaults("bench-get")
     try defaults.set(42, for: counter)
@@ -23,13 +24,7 @@ enum DefaultsScenarios {
       [
         { try timeBatch(batch) { _ = try defaults.get(counter) } },
         { timeBatch(batch) { _ = suite.integer(forKey: "counter") } },
-        PlaceScenarios.defaultsGet(defaults, counter, batch: batch),
       ])
-    abResults.append(
-      ScenarioResult(
-        measurement: Measurement("ab.defaults.get.async-form", samples[2]), unit: "ns",
-        baselines: [Measurement("defaults.get", samples[0]), Measurement("foundation.userdefaults.get", samples[1])],
-        target: "A/B"))
     return ScenarioResult(
       measurement: Measurement("defaults.get", samples[0]), unit: "ns",
       baselines: [Measurement("foundation.userdefaults.get", samples[1])],
@@ -63,13 +58,7 @@ enum DefaultsScenarios {
             suite.synchronize()
           }
         },
-        { try timeBatch(batch) { try defaults.set(next(), for: counter) } },
       ])
-    abResults.append(
-      ScenarioResult(
-        measurement: Measurement("ab.defaults.set.sync", samples[3]), unit: "ns",
-        baselines: [Measurement("defaults.set", samples[0]), Measurement("floor.sqlite-upsert", samples[1])],
-        target: "A/B"))
     return ScenarioResult(
       measurement: Measurement("defaults.set", samples[0]), unit: "ns",
       baselines: [
@@ -93,16 +82,7 @@ enum DefaultsScenarios {
         PlaceScenarios.defaultsVisibility(defaults, counter, observer),
         pipeToAsync,
         pipe,
-        {
-          try defaults.set(Int(now()), for: counter)
-          return Double(observer.readTimestamp())
-        },
       ])
-    abResults.append(
-      ScenarioResult(
-        measurement: Measurement("ab.defaults.visibility.sync", samples[3]), unit: "ns",
-        baselines: [Measurement("defaults.visibility", samples[0]), Measurement("floor.pipe-to-async", samples[1])],
-        target: "A/B"))
     return ScenarioResult(
       measurement: Measurement("defaults.visibility", samples[0]), unit: "ns",
       baselines: [Measurement("floor.pipe-to-async", samples[1]), Measurement("floor.pipe-half-rtt", samples[2])],

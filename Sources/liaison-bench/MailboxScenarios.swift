@@ -13,26 +13,13 @@ enum MailboxScenarios {
     let receiver = try BenchPeer("mailbox-receiver", [container.directory, "bench-latency", "latency"])
     let pipe = try Floor.pipeHalfRoundTrip()
     let pipeToAsync = try Floor.pipeToAsync()
-    // The send through the protocol's async form (`PlaceScenarios.mailboxLatency`), as on
-    // PostgreSQL; A/B: the folder's synchronous form beside it.
     let samples = try interleave(
       samples: 1000,
       [
         PlaceScenarios.mailboxLatency(mailbox, receiver),
         pipeToAsync,
         pipe,
-        {
-          try mailbox.send(now())
-          let latency = receiver.readTimestamp()
-          _ = receiver.readByte()  // acknowledged
-          return Double(latency)
-        },
       ])
-    abResults.append(
-      ScenarioResult(
-        measurement: Measurement("ab.mailbox.latency.sync", samples[3]), unit: "ns",
-        baselines: [Measurement("mailbox.latency", samples[0]), Measurement("floor.pipe-to-async", samples[1])],
-        target: "A/B"))
     return ScenarioResult(
       measurement: Measurement("mailbox.latency", samples[0]), unit: "ns",
       baselines: [Measurement("floor.pipe-to-async", samples[1]), Measurement("floor.pipe-half-rtt", samples[2])],
@@ -62,18 +49,7 @@ enum MailboxScenarios {
           for _ in 0..<(messagesPerSample / PlaceScenarios.batchSize) { try floor.passBatch(batch) }
           return Double(messagesPerSample) / (Double(now() - start) / 1e9)
         },
-        {
-          let start = now()
-          for _ in 0..<(messagesPerSample / PlaceScenarios.batchSize) { try mailbox.sendAll(batch) }
-          let end = receiver.readTimestamp()
-          return Double(messagesPerSample) / (Double(end - start) / 1e9)
-        },
       ])
-    abResults.append(
-      ScenarioResult(
-        measurement: Measurement("ab.mailbox.throughput.sync", samples[2]), unit: "msgs/s",
-        baselines: [Measurement("mailbox.throughput", samples[0]), Measurement("floor.sqlite-queue", samples[1])],
-        target: "A/B"))
     return ScenarioResult(
       measurement: Measurement("mailbox.throughput", samples[0]), unit: "msgs/s",
       baselines: [Measurement("floor.sqlite-queue", samples[1])], target: "≥ 50,000 msgs/s")

@@ -39,7 +39,7 @@ import Foundation
       let samples = try interleave(
         samples: 100,
         [
-          PlaceScenarios.defaultsGet(defaults, stamp, batch: 100),
+          { try blocking { try await timeBatchAsync(100) { _ = try await defaults.get(stamp) } } },
           { try blocking { try await timeBatchAsync(20) { try await rawRead(raw, namespace: namespace) } } },
           {
             try blocking {

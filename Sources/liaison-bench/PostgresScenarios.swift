@@ -269,8 +269,8 @@ import Foundation
           + "the token (one WAL flush) and replies; expect ≈ pg.advisory-handoff.raw + a commit")
     }
 
-    /// The holder peer (`PlaceScenarios.holdAndRelease`): the waiter is asleep once `pg_locks`
-    /// shows it blocked on the server.
+    /// The holder peer: on `g`, takes the lock, answers `h`, waits until `pg_locks` shows the
+    /// waiter blocked on the server, then unlocks and sends the time just before the unlock.
     static func holdAndRelease(url: String, namespace: String, name: String, input: CInt, output: CInt) throws
       -> Never
     {
@@ -282,9 +282,19 @@ import Foundation
         try await exclusivePair(lock)
         return try await lockRowID(poll, namespace: namespace, name: name)
       }
-      try PlaceScenarios.holdAndRelease(
-        lock, waitForWaiter: { try await waitForWaiter(poll, classID: liaisonLockClass, objectID: id) }, input: input,
-        output: output, keeping: container)
+      writeBytes(output, [UInt8(ascii: "r")])
+      while true {
+        _ = readBytes(input, 1)
+        let held = try blocking { try await lock.lock() }
+        writeBytes(output, [UInt8(ascii: "h")])
+        let releasedAt = try blocking {
+          try await waitForWaiter(poll, classID: liaisonLockClass, objectID: id)
+          let releasedAt = now()
+          await held.unlock()
+          return releasedAt
+        }
+        writeBytes(output, encodeTimestamp(releasedAt))
+      }
     }
 
     /// The raw holder peer: the same with `pg_advisory_lock` on a postgres-nio connection.
@@ -344,7 +354,10 @@ import Foundation
       let samples = try interleave(
         samples: 600,
         [
-          PlaceScenarios.signalLatency(signal, observer),
+          {
+            try blocking { try await signal.post(state: now()) }
+            return Double(observer.readTimestamp())
+          },
           {
             try blocking {
               _ = try await raw.query(
@@ -380,10 +393,20 @@ import Foundation
           + "NOTIFY does not wait for), delivered at the commit; expect ≈ pg.raw.post-sql")
     }
 
-    /// The observer peer (`PlaceScenarios.observe`) of the signal `name` on the server at `url`.
+    /// The observer peer: iterates the signal's notifications and answers each with the time since
+    /// the post (the state), in nanoseconds.
     static func observe(url: String, namespace: String, name: String, input: CInt, output: CInt) throws -> Never {
       let container = try blocking { try await PostgresContainer(url: url, namespace: namespace) }
-      try PlaceScenarios.observe(try container.signal(name), input: input, output: output, keeping: container)
+      let notifications = try blocking { try await container.signal(name).notifications() }
+      Task.detached {
+        for await notification in notifications {
+          writeBytes(output, encodeTimestamp(now() &- notification.state))
+        }
+        withExtendedLifetime(container) {}
+      }
+      writeBytes(output, [UInt8(ascii: "r")])
+      _ = readBytes(input, 1)  // ends the process when the input closes
+      fatalError("unreachable")
     }
 
     /// The raw listener peer: `LISTEN` through postgres-nio, answering each notification with the

@@ -18,8 +18,6 @@
 import Foundation
 import Liaison
 
-nonisolated(unsafe) var abResults: [ScenarioResult] = []
-
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == "--peer" {
   try PeerRole.run(arguments[1], Array(arguments.dropFirst(2)))
@@ -99,10 +97,6 @@ for family in families where wanted.isEmpty || family.names.contains(where: want
     results.append(result)
     if !json { printText(result) }
   }
-}
-if !json {
-  print("== A/B (temporary)")
-  for result in abResults { printText(result) }
 }
 if json {
   let encoder = JSONEncoder()
