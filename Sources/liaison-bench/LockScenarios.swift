@@ -89,7 +89,7 @@ enum LockScenarios {
   /// The holder peer: on `g`, takes the lock, answers `h`, waits until the waiter is asleep in
   /// the kernel, then releases and sends the time of release. The folder's own, blocking form:
   /// the same loop in one task, over the protocol (as PostgreSQL's holder), made each handoff
-  /// 1.1–1.4 µs slower (PlaceScenarios.swift), on a figure of about 10 µs.
+  /// 1.4–3.0 µs slower (PlaceScenarios.swift), on a figure of about 10 µs.
   static func holdAndRelease(container: String, name: String, input: CInt, output: CInt) throws -> Never {
     let lock = try SharedContainer(directory: container, createIfMissing: true).lock(name)
     writeBytes(output, [UInt8(ascii: "r")])
