@@ -149,9 +149,7 @@ private func readIntoAsync(input: CInt, output: CInt) -> Never {
         writeBytes(output, encodeTimestamp(now() &- decodeTimestamp(Array(record[0..<8]))))
       }
     }
-    writeBytes(output, [UInt8(ascii: "r")])
-    _ = readBytes(input, 1)  // ends the process when the input closes
-    fatalError("unreachable")
+    serveUntilInputCloses(input: input, output: output)
   }
 #endif
 

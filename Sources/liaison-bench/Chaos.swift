@@ -278,11 +278,7 @@ enum Chaos {
       defer { done.signal() }
       do {
         while true {
-          let batch = try await receiver.receive(Message.self, limit: 32)
-          let logged = sabotaged ? batch.filter { !$0.id.hasSuffix("7") } : batch
-          note(logged.map { "R \($0.id)" }.joined(separator: "\n"))
-          try await receiver.acknowledge(batch)
-          note("A")
+          try await handle(try await receiver.receive(Message.self, limit: 32), of: receiver, note: note)
         }
       } catch let error as LiaisonError where error.code == .cancelled {
       } catch {
@@ -294,6 +290,18 @@ enum Chaos {
     receiving.cancel()
     done.wait()
     exit(0)
+  }
+
+  /// What a receiver does with a batch, on a folder and on PostgreSQL: logs it ("R id" lines, in
+  /// one write; a sabotaged receiver leaves out the ids that end in 7), acknowledges it, then
+  /// logs "A".
+  static func handle<Payload>(
+    _ batch: [MailboxEnvelope<Payload>], of receiver: some CoordinationReceiver, note: (String) -> Void
+  ) async throws {
+    let logged = sabotaged ? batch.filter { !$0.id.hasSuffix("7") } : batch
+    note(logged.map { "R \($0.id)" }.joined(separator: "\n"))
+    try await receiver.acknowledge(batch, timeout: nil)
+    note("A")
   }
 
   // MARK: Checking

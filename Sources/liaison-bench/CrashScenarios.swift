@@ -118,8 +118,6 @@ enum CrashScenarios {
   static func keepFlock(path: String, input: CInt, output: CInt) -> Never {
     let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
     precondition(fd >= 0 && flock(fd, LOCK_EX) == 0, "cannot lock \(path)")
-    writeBytes(output, [UInt8(ascii: "r")])
-    _ = readBytes(input, 1)  // ends the process when the input closes
-    fatalError("unreachable")
+    serveUntilInputCloses(input: input, output: output)
   }
 }

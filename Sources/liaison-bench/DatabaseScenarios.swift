@@ -49,9 +49,6 @@ enum DatabaseScenarios {
       onChange: { postedAt in
         if let postedAt { writeBytes(output, encodeTimestamp(now() &- UInt64(bitPattern: postedAt))) }
       })
-    writeBytes(output, [UInt8(ascii: "r")])
-    _ = readBytes(input, 1)  // ends the process when the input closes
-    withExtendedLifetime(cancellable) {}
-    fatalError("unreachable")
+    withExtendedLifetime(cancellable) { serveUntilInputCloses(input: input, output: output) }
   }
 }

@@ -8,7 +8,8 @@ enum DefaultsScenarios {
   static let other = DefaultsKey<Int>("other")
 
   /// `defaults.get`: a cached read while another process writes the same domain now and then
-  /// (every 5 ms), against `foundation.userdefaults.get`.
+  /// (every 5 ms), against `foundation.userdefaults.get`. The folder's synchronous `get`: its
+  /// `async` form through a task measured 1.56× it (PlaceScenarios.swift).
   static func get(_ container: SharedContainer) throws -> ScenarioResult {
     let defaults = try container.defaults("bench-get")
     try defaults.set(42, for: counter)
@@ -38,21 +39,22 @@ enum DefaultsScenarios {
     let floor = try SQLiteUpsert(path: container.directory + "/floor.sqlite")
     let suite = UserDefaults(suiteName: "liaison-bench-set-\(getpid())")!
     defer { suite.removePersistentDomain(forName: "liaison-bench-set-\(getpid())") }
-    var value = 0
+    let value = Locked(0)  // each set's value, and the floor's
+    let next: @Sendable () -> Int = {
+      value.withLock {
+        $0 += 1
+        return $0
+      }
+    }
     let batch = 20
     let samples = try interleave(
       samples: 150,
       [
-        {
-          try timeBatch(batch) {
-            value += 1
-            try defaults.set(value, for: counter)
-          }
-        },
-        { try timeBatch(batch) { try floor.upsert(value) } },
+        PlaceScenarios.defaultsSet(defaults, counter, batch: batch, value: next),
+        { try timeBatch(batch) { try floor.upsert(value.withLock { $0 }) } },
         {
           timeBatch(batch) {
-            suite.set(value, forKey: "counter")
+            suite.set(value.withLock { $0 }, forKey: "counter")
             suite.synchronize()
           }
         },
@@ -77,10 +79,7 @@ enum DefaultsScenarios {
     let samples = try interleave(
       samples: 500,
       [
-        {
-          try defaults.set(Int(now()), for: counter)
-          return Double(observer.readTimestamp())
-        },
+        PlaceScenarios.defaultsVisibility(defaults, counter, observer),
         pipeToAsync,
         pipe,
       ])
@@ -101,28 +100,14 @@ enum DefaultsScenarios {
         usleep(5_000)
       }
     }
-    writeBytes(output, [UInt8(ascii: "r")])
-    _ = readBytes(input, 1)  // ends the process when the input closes
-    fatalError("unreachable")
+    serveUntilInputCloses(input: input, output: output)
   }
 
-  /// The observer peer: follows `counter` and answers each new value with the time since it was
-  /// set (the value is that time).
+  /// The observer peer (`PlaceScenarios.observe`) of `counter` in the folder `container`.
   static func observe(container: String, domain: String, input: CInt, output: CInt) throws -> Never {
-    let defaults = try SharedContainer(directory: container, createIfMissing: true).defaults(domain)
-    Task.detached {
-      var first = true
-      for try await value in try await defaults.changes(of: counter) {
-        if first {
-          first = false
-          continue
-        }
-        writeBytes(output, encodeTimestamp(now() &- UInt64(value ?? 0)))
-      }
-    }
-    writeBytes(output, [UInt8(ascii: "r")])
-    _ = readBytes(input, 1)
-    fatalError("unreachable")
+    let place = try SharedContainer(directory: container, createIfMissing: true)
+    try PlaceScenarios.observe(
+      try place.defaults(domain), counter, input: input, output: output, keeping: place)
   }
 }
 

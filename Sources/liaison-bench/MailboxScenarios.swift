@@ -16,12 +16,7 @@ enum MailboxScenarios {
     let samples = try interleave(
       samples: 1000,
       [
-        {
-          try mailbox.send(now())
-          let latency = receiver.readTimestamp()
-          _ = receiver.readByte()  // acknowledged
-          return Double(latency)
-        },
+        PlaceScenarios.mailboxLatency(mailbox, receiver),
         pipeToAsync,
         pipe,
       ])
@@ -32,7 +27,6 @@ enum MailboxScenarios {
   }
 
   static let messagesPerSample = 10_000
-  static let batchSize = 100
 
   /// `mailbox.throughput`: messages per second from this process to a receiver in another, in
   /// batches of 100 (`sendAll`; `receive(limit: 100)` + one `acknowledge` per batch), from the
@@ -44,19 +38,15 @@ enum MailboxScenarios {
     let receiver = try BenchPeer(
       "mailbox-receiver", [container.directory, "bench-throughput", "throughput", String(messagesPerSample)])
     let floor = try SQLiteQueue(path: container.directory + "/floor-queue.sqlite")
-    let batch = (0..<batchSize).map { BenchMessage(n: $0, text: "message \($0)") }
+    let batch = (0..<PlaceScenarios.batchSize).map { BenchMessage(n: $0, text: "message \($0)") }
     let samples = try interleave(
       samples: 9,
       [
+        PlaceScenarios.mailboxThroughput(
+          mailbox, receiver, batch: batch, batches: messagesPerSample / PlaceScenarios.batchSize),
         {
           let start = now()
-          for _ in 0..<(messagesPerSample / batchSize) { try mailbox.sendAll(batch) }
-          let end = receiver.readTimestamp()
-          return Double(messagesPerSample) / (Double(end - start) / 1e9)
-        },
-        {
-          let start = now()
-          for _ in 0..<(messagesPerSample / batchSize) { try floor.passBatch(batch) }
+          for _ in 0..<(messagesPerSample / PlaceScenarios.batchSize) { try floor.passBatch(batch) }
           return Double(messagesPerSample) / (Double(now() - start) / 1e9)
         },
       ])
@@ -65,45 +55,11 @@ enum MailboxScenarios {
       baselines: [Measurement("floor.sqlite-queue", samples[1])], target: "≥ 50,000 msgs/s")
   }
 
-  /// The receiver peer. `latency`: answers each message with the time since its send (its
-  /// payload), acknowledges it, then writes one byte. `throughput COUNT`: receives batches,
-  /// acknowledges each, and answers the time at which each COUNT-th message was acknowledged.
+  /// The receiver peer (`PlaceScenarios.receive`) on the folder `container`.
   static func receive(container: String, name: String, mode: [String], input: CInt, output: CInt) throws -> Never {
-    let receiver = try SharedContainer(directory: container, createIfMissing: true).mailbox(name).receiver()
-    if mode.first == "latency" {
-      Task.detached {
-        do {
-          for try await envelope in receiver.messages(UInt64.self) {
-            writeBytes(output, encodeTimestamp(now() &- envelope.payload))
-            try await receiver.acknowledge(envelope)
-            writeBytes(output, [UInt8(ascii: "a")])
-          }
-        } catch {
-          fatalError("the receiver failed: \(error)")
-        }
-      }
-    } else {
-      let count = Int(mode[1])!
-      Task.detached {
-        do {
-          var received = 0
-          while true {
-            let batch = try await receiver.receive(BenchMessage.self, limit: batchSize)
-            try await receiver.acknowledge(batch)
-            received += batch.count
-            if received >= count {
-              received -= count
-              writeBytes(output, encodeTimestamp(now()))
-            }
-          }
-        } catch {
-          fatalError("the receiver failed: \(error)")
-        }
-      }
-    }
-    writeBytes(output, [UInt8(ascii: "r")])
-    _ = readBytes(input, 1)  // ends the process when the input closes
-    fatalError("unreachable")
+    let place = try SharedContainer(directory: container, createIfMissing: true)
+    PlaceScenarios.receive(
+      try place.mailbox(name).receiver(), mode: mode, input: input, output: output, keeping: place)
   }
 }
 

@@ -289,10 +289,7 @@ import Foundation
           while !stopping.withLock({ $0 }) {
             let batch = try await withTimeout(.milliseconds(200)) { try await receiver.receive(Int.self, limit: 32) }
             guard let batch else { continue }
-            let logged = Chaos.sabotaged ? batch.filter { !$0.id.hasSuffix("7") } : batch
-            note(logged.map { "R \($0.id)" }.joined(separator: "\n"))
-            try await receiver.acknowledge(batch)
-            note("A")
+            try await Chaos.handle(batch, of: receiver, note: note)
           }
           await receiver.close()
         } catch {

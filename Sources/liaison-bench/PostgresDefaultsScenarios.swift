@@ -67,7 +67,7 @@ import Foundation
       let samples = try interleave(
         samples: 100,
         [
-          { try blocking { try await timeBatchAsync(batch) { try await defaults.set(now(), for: stamp) } } },
+          PlaceScenarios.defaultsSet(defaults, stamp, batch: batch, value: now),
           {
             try blocking {
               try await timeBatchAsync(batch) {
@@ -106,10 +106,7 @@ import Foundation
       let samples = try interleave(
         samples: 400,
         [
-          {
-            try blocking { try await defaults.set(now(), for: stamp) }
-            return Double(observer.readTimestamp())
-          },
+          PlaceScenarios.defaultsVisibility(defaults, stamp, observer),
           {
             try blocking {
               try await rawWrite(raw, namespace: namespace, value: now(), notifying: PostgresScenarios.floorChannel)
@@ -164,23 +161,11 @@ import Foundation
 
     // MARK: The observer peer
 
-    /// Iterates the domain's changes; at each, reads the stamp and answers the time since it.
+    /// The observer peer (`PlaceScenarios.observe`) of `stamp` on the server at `url`.
     static func observe(url: String, namespace: String, domain: String, input: CInt, output: CInt) throws -> Never {
       let container = try blocking { try await PostgresContainer(url: url, namespace: namespace) }
       let defaults = try blocking { try await container.defaults(domain) }
-      let changes = try blocking { try await defaults.changes() }
-      Task.detached {
-        var last = try? await defaults.get(stamp)
-        for await _ in changes {
-          guard let value = try? await defaults.get(stamp), value != last else { continue }
-          last = value
-          writeBytes(output, encodeTimestamp(now() &- value))
-        }
-        withExtendedLifetime(container) {}
-      }
-      writeBytes(output, [UInt8(ascii: "r")])
-      _ = readBytes(input, 1)  // ends the process when the input closes
-      fatalError("unreachable")
+      try PlaceScenarios.observe(defaults, stamp, input: input, output: output, keeping: container)
     }
   }
 #endif

@@ -12,7 +12,7 @@ import Foundation
   enum PostgresMailboxScenarios {
     /// Messages per throughput sample, sent in batches of ``batchSize``.
     static let messagesPerSample = 10_000
-    static let batchSize = 100
+    static let batchSize = PlaceScenarios.batchSize
     /// The raw floors' mailbox, in the bench's namespace.
     static let rawMailbox = "bench-raw"
 
@@ -30,12 +30,7 @@ import Foundation
       let samples = try interleave(
         samples: 400,
         [
-          {
-            _ = try blocking { try await mailbox.send(now()) }
-            let latency = receiver.readTimestamp()
-            _ = receiver.readByte()  // acknowledged
-            return Double(latency)
-          },
+          PlaceScenarios.mailboxLatency(mailbox, receiver),
           {
             try blocking { try await rawSend(raw, namespace: namespace, payloads: [Data(String(now()).utf8)]) }
             let latency = rawReceiver.readTimestamp()
@@ -71,14 +66,7 @@ import Foundation
       let samples = try interleave(
         samples: 5,
         [
-          {
-            let start = now()
-            try blocking {
-              for _ in 0..<(messagesPerSample / batchSize) { try await mailbox.sendAll(batch) }
-            }
-            let end = receiver.readTimestamp()
-            return Double(messagesPerSample) / (Double(end - start) / 1e9)
-          },
+          PlaceScenarios.mailboxThroughput(mailbox, receiver, batch: batch, batches: messagesPerSample / batchSize),
           {
             let start = now()
             try blocking {
@@ -171,43 +159,14 @@ import Foundation
 
     // MARK: Peers
 
-    /// The receiver peer. `latency`: answers each message with the time since its send (its
-    /// payload), acknowledges it, then writes one byte. `throughput COUNT`: receives batches,
-    /// acknowledges each, and answers the time at which each COUNT-th message was acknowledged.
+    /// The receiver peer (`PlaceScenarios.receive`) on the server at `url`, waiting at most 30 s
+    /// for the receive claim.
     static func receive(url: String, namespace: String, name: String, mode: [String], input: CInt, output: CInt)
       throws -> Never
     {
-      let receiver = try blocking {
-        try await PostgresContainer(url: url, namespace: namespace).mailbox(name).receiver(timeout: .seconds(30))
-      }
-      Task.detached {
-        do {
-          if mode.first == "latency" {
-            for try await envelope in receiver.messages(UInt64.self) {
-              writeBytes(output, encodeTimestamp(now() &- envelope.payload))
-              try await receiver.acknowledge(envelope)
-              writeBytes(output, [UInt8(ascii: "a")])
-            }
-          } else {
-            let count = Int(mode[1])!
-            var received = 0
-            while true {
-              let batch = try await receiver.receive(BenchMessage.self, limit: batchSize)
-              try await receiver.acknowledge(batch)
-              received += batch.count
-              if received >= count {
-                received -= count
-                writeBytes(output, encodeTimestamp(now()))
-              }
-            }
-          }
-        } catch {
-          fatalError("the receiver failed: \(error)")
-        }
-      }
-      writeBytes(output, [UInt8(ascii: "r")])
-      _ = readBytes(input, 1)  // ends the process when the input closes
-      fatalError("unreachable")
+      let container = try blocking { try await PostgresContainer(url: url, namespace: namespace) }
+      let receiver = try blocking { try await container.mailbox(name).receiver(timeout: .seconds(30)) }
+      PlaceScenarios.receive(receiver, mode: mode, input: input, output: output, keeping: container)
     }
 
     /// The raw receiver peer: `LISTEN liaison` on one bare connection; at each notification of

@@ -239,32 +239,20 @@ import Foundation
       let pipe = try Floor.pipeHalfRoundTrip()
       let floorClass = floorClass
 
-      func sample(_ peer: BenchPeer, _ waitForLock: @escaping @Sendable () async throws -> UInt64) throws -> Double {
-        peer.send(UInt8(ascii: "g"))
-        precondition(peer.readByte() == UInt8(ascii: "h"))
-        let acquiredAt = try blocking(waitForLock)
-        let releasedAt = peer.readTimestamp()
-        return Double(Int64(bitPattern: acquiredAt &- releasedAt))
-      }
       let samples = try interleave(
         samples: 300,
         [
+          { try PlaceScenarios.handoff(from: holder) { try blocking { try await PlaceScenarios.acquire(lock) } } },
           {
-            try sample(holder) {
-              let held = try await lock.lock()
-              let acquiredAt = now()
-              await held.unlock()
-              return acquiredAt
-            }
-          },
-          {
-            try sample(rawHolder) {
-              _ = try await waiter.query("SELECT pg_advisory_lock(\(floorClass), 2)", logger: RawPostgres.logger)
-                .collect()
-              let acquiredAt = now()
-              _ = try await waiter.query("SELECT pg_advisory_unlock(\(floorClass), 2)", logger: RawPostgres.logger)
-                .collect()
-              return acquiredAt
+            try PlaceScenarios.handoff(from: rawHolder) {
+              try blocking {
+                _ = try await waiter.query("SELECT pg_advisory_lock(\(floorClass), 2)", logger: RawPostgres.logger)
+                  .collect()
+                let acquiredAt = now()
+                _ = try await waiter.query("SELECT pg_advisory_unlock(\(floorClass), 2)", logger: RawPostgres.logger)
+                  .collect()
+                return acquiredAt
+              }
             }
           },
           pipe,
@@ -530,12 +518,6 @@ import Foundation
     }
   }
 
-  /// Times `operations` runs of `body` and returns nanoseconds per operation.
-  func timeBatchAsync(_ operations: Int, _ body: () async throws -> Void) async rethrows -> Double {
-    let start = now()
-    for _ in 0..<operations { try await body() }
-    return Double(now() - start) / Double(operations)
-  }
 #else
   enum PostgresScenarios {
     static func peer(_ role: String, _ arguments: [String], input: CInt, output: CInt) throws -> Never {
