@@ -183,6 +183,9 @@ enum PeerRole {
       try DefaultsScenarios.write(container: arguments[0], domain: arguments[1], input: input, output: output)
     case "defaults-observer":
       try DefaultsScenarios.observe(container: arguments[0], domain: arguments[1], input: input, output: output)
+    case "model-observer":
+      guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else { throw BenchError("no Observation") }
+      try ModelScenarios.observe(container: arguments[0], domain: arguments[1], input: input, output: output)
     case "database-observer":
       try DatabaseScenarios.observe(container: arguments[0], name: arguments[1], input: input, output: output)
     case "mailbox-receiver":

@@ -10,7 +10,7 @@
 //     (LiaisonPostgres against postgres-nio and psycopg; PostgresBench.swift)
 //
 // Scenarios: lock.uncontended, lock.handoff, lock.handoff.kill, presence.probe, presence.release.kill, signal.latency, defaults.get,
-// defaults.set, defaults.visibility, database.observation, mailbox.latency, mailbox.throughput,
+// defaults.set, defaults.visibility, model.visibility, database.observation, mailbox.latency, mailbox.throughput,
 // suspend.interrupting,
 // and those that run with another: lock.handoff.async, presence.probe.active,
 // signal.latency.callback, signal.latency.queue.
@@ -68,6 +68,13 @@ let families: [(names: [String], run: (SharedContainer) throws -> [ScenarioResul
   (["defaults.get"], { [try DefaultsScenarios.get($0)] }),
   (["defaults.set"], { [try DefaultsScenarios.set($0)] }),
   (["defaults.visibility"], { [try DefaultsScenarios.visibility($0)] }),
+  (
+    ["model.visibility"],
+    {
+      guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else { return [] }
+      return [try ModelScenarios.visibility($0)]
+    }
+  ),
   (["database.observation"], { [try DatabaseScenarios.observation($0)] }),
   (["mailbox.latency"], { [try MailboxScenarios.latency($0)] }),
   (["mailbox.throughput"], { [try MailboxScenarios.throughput($0)] }),

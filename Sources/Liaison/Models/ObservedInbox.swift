@@ -13,8 +13,10 @@ import Observation  // @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0,
 /// ```swift
 /// let inbox = try await ObservedInbox(try await place.mailbox("shared-links", sender: "app"), of: SavedLink.self)
 /// List(inbox.messages, id: \.id) { envelope in
-///   Text(envelope.payload.url.absoluteString)
-///     .swipeActions { Button("Done") { inbox.acknowledge([envelope]) } }
+///   HStack {
+///     Text(envelope.payload.url.absoluteString)
+///     Button("Done") { inbox.acknowledge([envelope]) }
+///   }
 /// }
 /// ```
 ///
