@@ -4,7 +4,7 @@
 // snippet.hide
 import Liaison
 import LiaisonStore
-import Observation
+import Observation  // @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *): the models
 
 #if canImport(SwiftUI)
   import SwiftUI
