@@ -329,13 +329,7 @@ struct MailboxTests {
   /// any process are left out (``ThreadActivity/Counters/wakesByItself``): a poll timed by
   /// `Task.sleep` wakes Dispatch's event thread, but still shows on the worker that runs it.
   private func expectAsleep(_ peer: Peer) throws {
-    var before = try ThreadActivity(process: peer.pid)
-    try waitUntil("every thread of the receiver's process is asleep") {
-      before = try ThreadActivity(process: peer.pid)
-      return before.allAsleep
-    }
-    usleep(300_000)
-    let ran = try ThreadActivity(process: peer.pid).threadsThatRan(since: before)
+    let ran = try ThreadActivity.threadsThatRanWhileLeftAlone(peer.pid)
     #expect(ran.isEmpty, "the waiting receiver's process ran with no message sent (it polls?): \(ran)")
   }
 }

@@ -62,6 +62,21 @@ public struct ThreadActivity: Sendable {
   /// Whether every thread is asleep.
   public var allAsleep: Bool { threads.values.allSatisfy(\.isAsleep) }
 
+  /// The threads of process `pid` that ran in 300 ms during which nothing woke them: waits until
+  /// every thread is asleep, then looks again 300 ms later (see ``threadsThatRan(since:)``).
+  ///
+  /// The 300 ms are an observation of a process left alone, not a synchronisation: a process
+  /// that polled every 100 ms or more often would wake up at least twice in them.
+  public static func threadsThatRanWhileLeftAlone(_ pid: Int32) throws -> [String] {
+    var before = try ThreadActivity(process: pid)
+    try waitUntil("every thread of process \(pid) is asleep") {
+      before = try ThreadActivity(process: pid)
+      return before.allAsleep
+    }
+    usleep(300_000)
+    return try ThreadActivity(process: pid).threadsThatRan(since: before)
+  }
+
   /// The threads that ran since `earlier` (a context switch or CPU time more), or that started,
   /// leaving out those that wake by themselves (see ``Counters/wakesByItself``).
   public func threadsThatRan(since earlier: ThreadActivity) -> [String] {

@@ -30,13 +30,7 @@ struct SignalTests {
     try observer.send(.observe, "quiet")
     try SharedContainer(directory: directory.path).signal("quiet").post(state: 1)
     #expect(try observer.send(.next) == "quiet 1 1")
-    var before = try ThreadActivity(process: observer.pid)
-    try waitUntil("every thread of the observer's process is asleep") {
-      before = try ThreadActivity(process: observer.pid)
-      return before.allAsleep
-    }
-    usleep(300_000)
-    let ran = try ThreadActivity(process: observer.pid).threadsThatRan(since: before)
+    let ran = try ThreadActivity.threadsThatRanWhileLeftAlone(observer.pid)
     #expect(ran.isEmpty, "the observer's process ran with no post made (it wakes itself?): \(ran)")
   }
 
