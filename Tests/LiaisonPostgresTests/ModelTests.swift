@@ -150,6 +150,14 @@
       #expect(await inbox.messages.map(\.payload.n) == [1, 2])
       #expect(await inbox.waitingCount == 2)
       #expect(try await inbox.mailbox.count() == 2)
+      // Closed: no error shown, and the messages it showed and did not acknowledge go to the next
+      // receiver.
+      await inbox.close()
+      #expect(await inbox.error == nil)
+      let next = try await inbox.mailbox.receiver(timeout: .seconds(60))
+      let left = try await next.receive(PeerMessage.self, limit: 10, timeout: .seconds(60))
+      #expect(left.map(\.payload.n) == [1, 2])
+      await next.close()
     }
 
     /// Released models leave nothing behind: the place's watches return to what they were, no

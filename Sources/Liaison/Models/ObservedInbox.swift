@@ -72,7 +72,8 @@ public final class ObservedInbox<Mailbox: CoordinationMailbox, Payload: Decodabl
         do throws(LiaisonError) {
           batch = try await receiver.receive(Payload.self, limit: limit, timeout: nil)
         } catch {
-          if error.code != .cancelled { await self?.fail(error) }
+          // Released or closed (``close()``) is the end the model asked for, not a failure.
+          if error.code != .cancelled && error.code != .closed { await self?.fail(error) }
           break
         }
         let waiting = try? await mailbox.count()
