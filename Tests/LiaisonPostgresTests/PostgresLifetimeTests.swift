@@ -22,8 +22,8 @@
     /// A transaction in one container holds the domain's write lock (the row of its generation)
     /// until it is told to end; meanwhile the other container's writes with a timeout give up
     /// with `timedOut`, and once the holder commits, only its value is there: nothing of the
-    /// timed-out writes was written. Covers the single-statement write (`set`) and the
-    /// transaction (`removeAll`).
+    /// timed-out writes was written. Covers the single-statement write (`set`), the transaction
+    /// (`removeAll`), and a refresh's final write (its `timeout` bounds it too).
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func aWriteWithATimeoutGivesUpWhileAnotherConnectionHoldsTheDomain() async throws {
       let holderPlace = try await open()
@@ -48,10 +48,15 @@
         await #expect {
           try await writerDefaults.removeAll(timeout: .milliseconds(200))
         } throws: { ($0 as? LiaisonError)?.code == .timedOut }
+        await #expect {
+          try await writerDefaults.refresh(
+            DefaultsKey<String>("token"), timeout: .milliseconds(200), isFresh: { _ in false }, using: { "fresh" })
+        } throws: { ($0 as? LiaisonError)?.code == .timedOut }
         releaseNow.yield()
         try await group.waitForAll()
       }
       #expect(try await writerDefaults.get(key) == 1)
+      #expect(try await writerDefaults.get(DefaultsKey<String>("token")) == nil)
       // Without the holder, the same write with a timeout goes through.
       try await writerDefaults.set(3, for: key, timeout: .milliseconds(200))
       #expect(try await writerDefaults.get(key) == 3)
