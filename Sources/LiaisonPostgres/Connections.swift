@@ -332,20 +332,30 @@
     /// One statement, which ends when its connection closes whatever postgres-nio does: a
     /// statement written as the connection closes is never answered by postgres-nio (its task
     /// never reaches the channel's handler), and would wait for ever.
+    ///
+    /// The reply bound is kept on the connection's event loop, where the reply is read: a reply
+    /// read before the bound passed is an answer, however long this process's tasks then wait
+    /// for a thread (a cooperative pool kept busy by other work). A timer on the task side would
+    /// close a connection that did answer in time, and lose every lock its session held.
     private static func runOne(
       _ query: PostgresQuery, on connection: PostgresConnection, within limit: Duration?, logger: Logger
     ) async throws -> [PostgresRow] {
+      let eventLoop = connection.eventLoop
+      let answer = eventLoop.makePromise(of: [PostgresRow].self)
+      Statements.failWhenClosed(answer, connection)
       let expired = Locked(false)
-      let watchdog = limit.map { limit in
-        Task {
-          try await Task.sleep(for: limit)
+      if let limit {
+        let timer = eventLoop.scheduleTask(in: .nanoseconds(Int64(clamping: limit.clampedNanoseconds))) {
           expired.withLock { $0 = true }
-          try? await connection.close()
+          answer.fail(ChannelError.ioOnClosedChannel)
+          _ = connection.close() as EventLoopFuture<Void>
         }
+        answer.futureResult.whenComplete { _ in timer.cancel() }
       }
-      defer { watchdog?.cancel() }
+      let result: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: logger)
+      result.whenComplete { answer.completeWith($0.map { $0.rows }) }
       do {
-        return try await Statements.run(on: connection) { try await connection.query(query, logger: logger).collect() }
+        return try await answer.futureResult.get()
       } catch {
         if let limit, expired.withLock({ $0 }) {
           throw LiaisonError(
@@ -414,6 +424,19 @@
       } onCancel: {
         work.withLock { $0 }?.cancel()
       }
+    }
+
+    /// Fails `promise` (a statement's answer on `connection`) as soon as the connection closes,
+    /// at once if it has closed already.
+    static func failWhenClosed<Value: Sendable>(_ promise: EventLoopPromise<Value>, _ connection: PostgresConnection) {
+      let key = ObjectIdentifier(connection)
+      let id = registry.withLock { registry -> Int in
+        registry.nextID += 1
+        registry.inFlight[key, default: [:]][registry.nextID] = Waiter(fail: { promise.fail($0) })
+        return registry.nextID
+      }
+      promise.futureResult.whenComplete { _ in _ = registry.withLock { $0.inFlight[key]?.removeValue(forKey: id) } }
+      if connection.isClosed { promise.fail(closed) }
     }
 
     private static let closed = LiaisonError(

@@ -1,0 +1,60 @@
+#if Postgres
+  import Dispatch
+  import Foundation
+  import LiaisonTestSupport
+  import Testing
+
+  @testable import LiaisonPostgres
+
+  /// The reply bound measures the server, not this process's scheduling: a process whose threads
+  /// are all busy for a while (a loaded machine, a cooperative pool kept busy by other work) must
+  /// not take an answer that came in time for a dead server, and close the connection that got
+  /// it, losing every lock its session held.
+  @Suite("PostgreSQL: a reply bound that a busy process does not break")
+  struct ReplyBoundTests {
+    /// A statement with a 100 ms reply bound, from a task whose only thread is kept busy for 1 s
+    /// from the moment the statement is written: the server answers within a millisecond, the
+    /// task resumes a second later. The answer counts: the statement returns its row, and its
+    /// connection stays open. (With the bound kept by a timer task, the timer woke first and
+    /// closed the connection that had answered.)
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func anAnswerReadInTimeCountsHoweverLateItsTaskResumes() async throws {
+      let server = try PostgresTestServer.shared.get()
+      let container = try await PostgresContainer(
+        url: BackendPlace.url(server), namespace: "reply-\(UInt32.random(in: 0...UInt32.max))")
+      let connector = container.connector
+      let connection = try await connector.take()
+      let thread = BusyableExecutor()
+      let rows = try await withTaskExecutorPreference(thread) {
+        // Runs on the executor's thread once this task suspends on the statement below.
+        thread.keepBusy(for: .seconds(1))
+        return try await Connector.run(
+          "SELECT 7", on: connection, within: .milliseconds(100), logger: connector.quietLogger)
+      }
+      #expect(try rows.first?.decode(Int.self) == 7)
+      #expect(!connection.isClosed, "a connection that answered within its bound was closed")
+      connector.close(connection)
+      await container.close()
+    }
+  }
+
+  /// A task executor with one thread (a serial queue), which a test can keep busy: the jobs of
+  /// the tasks that prefer it wait meanwhile, as they would behind other work on a loaded
+  /// machine.
+  private final class BusyableExecutor: TaskExecutor, @unchecked Sendable {
+    private let queue = DispatchQueue(label: "BusyableExecutor")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+      let job = UnownedJob(job)
+      let executor = asUnownedTaskExecutor()
+      queue.async { job.runSynchronously(on: executor) }
+    }
+
+    /// Keeps the thread busy for `duration`, after the jobs enqueued before.
+    func keepBusy(for duration: Duration) {
+      let (seconds, attoseconds) = duration.components
+      let microseconds = useconds_t(seconds * 1_000_000 + attoseconds / 1_000_000_000_000)
+      queue.async { usleep(microseconds) }
+    }
+  }
+#endif
