@@ -79,7 +79,12 @@ struct PostgresTestServerTests {
     session.write("SELECT 2;")
     let ended = session.finish()
     #expect(ended.termination != .exited(0))
-    #expect(ended.errors.contains("server closed the connection"))
+    // psql says so in one of two ways: as its next query finds the socket closed, or, when it
+    // noticed the end before (a loaded machine runs the kill's aftermath first), as it finds the
+    // connection gone.
+    #expect(
+      ended.errors.contains("server closed the connection") || ended.errors.contains("connection to server was lost"),
+      "\(ended.errors)")
 
     try server.startAgain()
     #expect(server.postmasterID != postmaster)
