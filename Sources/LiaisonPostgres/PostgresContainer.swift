@@ -80,8 +80,10 @@
     ///   - encoder: makes the `JSONEncoder` of values and payloads (a date or key strategy).
     ///   - decoder: makes the `JSONDecoder` that reads them back.
     /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a URL that cannot be read,
-    ///   ``/Liaison/LiaisonError/Code/invalidName`` for a namespace that breaks the naming rule, and
-    ///   ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
+    ///   ``/Liaison/LiaisonError/Code/invalidName`` for a namespace that breaks the naming rule,
+    ///   ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached, and
+    ///   ``/Liaison/LiaisonError/Code/incompatibleSchema`` when a later version of Liaison set up
+    ///   the database's schema and this one cannot use it (see <doc:MovingToSeveralMachines>).
     public convenience init(
       url: String, namespace: String, detectionBound: Duration = PostgresContainer.defaultDetectionBound,
       logger: Logger = PostgresContainer.defaultLogger,

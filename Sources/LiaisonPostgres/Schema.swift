@@ -14,25 +14,95 @@
     /// Held by a presence's holder too; observers wait for it, shared, to learn of its end.
     static let watchClass: Int32 = 0x4C49_5057  // "LIPW"
 
-    /// The version of the schema this code needs, kept as the schema's comment: a database set
-    /// up by an older version gains the newer tables and functions at the next start.
-    static let version = "Liaison schema 3"
+    /// The version of the schema this code sets up, kept in the schema's comment
+    /// (``comment``). A database set up by an older version gains the newer tables and
+    /// functions at the next start.
+    static let version = 3
+    /// The oldest version of this code that can use this version of the schema: a later schema
+    /// that only adds to this one says so in its comment, and this code then uses it as it is.
+    static let usableFrom = 3
+
+    /// The schema's comment: `Liaison schema N`, and `; usable from M` when code of an older
+    /// version M can use it.
+    static let comment = "Liaison schema \(version)" + (usableFrom < version ? "; usable from \(usableFrom)" : "")
+
+    /// The SQLSTATE of the setup's refusal of a newer schema (class `LQ`, Liaison's own).
+    static let newerSchemaState = "LQ001"
 
     /// The channel of every notification; the payload says which namespace and name.
     static let channel = "liaison"
 
-    /// Creates the schema, its tables and functions unless they are there in this ``version``:
-    /// one statement, under a lock. Every statement in it may run again (`IF NOT EXISTS`, `OR
-    /// REPLACE`).
+    /// What this code makes of a schema whose comment is `found`.
+    enum Verdict: Equatable {
+      /// The schema is this version, or a later one this code can use: use it as it is.
+      case use
+      /// No schema, or an older one: set it up (the setup checks again, under its lock).
+      case setUp
+      /// A later version that this code cannot use; its version and the oldest it names.
+      case refuse(version: Int, usableFrom: Int)
+    }
+
+    /// What this code makes of a schema whose comment is `found` (`nil`: no schema, or one with
+    /// no comment).
+    static func verdict(_ found: String?) -> Verdict {
+      guard let found, let parsed = parse(found) else { return .setUp }
+      if parsed.version < version { return .setUp }
+      if parsed.version == version || parsed.usableFrom <= version { return .use }
+      return .refuse(version: parsed.version, usableFrom: parsed.usableFrom)
+    }
+
+    /// The version and the oldest version that can use it, in a comment ``comment`` wrote.
+    static func parse(_ comment: String) -> (version: Int, usableFrom: Int)? {
+      let prefix = "Liaison schema "
+      guard comment.hasPrefix(prefix) else { return nil }
+      let parts = comment.dropFirst(prefix.count).split(separator: ";", maxSplits: 1)
+      guard let first = parts.first, let version = Int(first), version > 0 else { return nil }
+      guard parts.count == 2 else { return (version, version) }
+      let usable = parts[1].trimmingCharacters(in: .whitespaces)
+      guard usable.hasPrefix("usable from "), let from = Int(usable.dropFirst("usable from ".count)) else {
+        return nil
+      }
+      return (version, min(from, version))
+    }
+
+    /// The error for a schema that a later version of Liaison set up, which this one cannot use.
+    static func newer(version found: Int, usableFrom: Int) -> LiaisonError {
+      LiaisonError(
+        .incompatibleSchema,
+        "The database's Liaison schema is version \(found), set up by a later version of Liaison; this program "
+          + "knows version \(version), and the schema needs code of version \(usableFrom) or later. Nothing was "
+          + "changed. Update this program to the version the other hosts run.")
+    }
+
+    /// Creates the schema, its tables and functions, unless they are there in this ``version``
+    /// or a later one this code can use; refuses a later one it cannot use (``newer(version:usableFrom:)``),
+    /// and never rewrites it. One statement, under a lock, which checks the version again: hosts
+    /// that start at once set it up once, and an older host that starts during an upgrade finds
+    /// the newer schema. Every statement in it may run again (`IF NOT EXISTS`, `OR REPLACE`).
     static func create(_ connector: Connector) async throws {
       let current = try await connector.query(
-        "SELECT obj_description(to_regnamespace('liaison'), 'pg_namespace') = \(version)",
-        doing: "look for Liaison's tables")
-      if try current.first?.decode(Bool?.self) == true { return }
+        "SELECT obj_description(to_regnamespace('liaison'), 'pg_namespace')", doing: "look for Liaison's tables")
+      switch verdict(try current.first?.decode(String?.self) ?? nil) {
+      case .use: return
+      case .refuse(let found, let usableFrom): throw newer(version: found, usableFrom: usableFrom)
+      case .setUp: break
+      }
       let setup = PostgresQuery(
         unsafeSQL: """
-          DO $liaison$ BEGIN
+          DO $liaison$ DECLARE
+            found text[];
+          BEGIN
             PERFORM pg_advisory_xact_lock(\(setupClass), 0);
+            found := regexp_match(
+              obj_description(to_regnamespace('liaison'), 'pg_namespace'),
+              '^Liaison schema ([0-9]+)(?:; usable from ([0-9]+))?$');
+            IF found IS NOT NULL AND found[1]::bigint >= \(version) THEN
+              IF found[1]::bigint > \(version) AND coalesce(found[2], found[1])::bigint > \(version) THEN
+                RAISE EXCEPTION USING ERRCODE = '\(newerSchemaState)',
+                  MESSAGE = found[1] || ' ' || coalesce(found[2], found[1]);
+              END IF;
+              RETURN;  -- set up meanwhile, by this version or a later one this code can use
+            END IF;
             CREATE SCHEMA IF NOT EXISTS liaison;
             CREATE TABLE IF NOT EXISTS liaison.lock (
               id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -69,10 +139,20 @@
               value bytea NOT NULL,
               PRIMARY KEY (namespace, domain, key));
             \(MailboxSchema.tablesAndFunctions)
-            COMMENT ON SCHEMA liaison IS '\(version)';
+            COMMENT ON SCHEMA liaison IS '\(comment)';
           END $liaison$
           """)
-      _ = try await connector.query(setup, doing: "create Liaison's tables in the schema 'liaison'", committing: true)
+      do {
+        _ = try await connector.query(
+          setup, doing: "create Liaison's tables in the schema 'liaison'", committing: true)
+      } catch {
+        // The setup found, under its lock, a newer schema that another host set up meanwhile.
+        guard let refusal = error.cause as? PSQLError, refusal.serverInfo?[.sqlState] == newerSchemaState,
+          let numbers = refusal.serverInfo?[.message]?.split(separator: " ").compactMap({ Int($0) }),
+          numbers.count == 2
+        else { throw error }
+        throw newer(version: numbers[0], usableFrom: numbers[1])
+      }
     }
   }
 #endif

@@ -247,8 +247,9 @@ public final class PostgresTestServer: Sendable {
       + (sql.map { ["-c", $0] } ?? [])
   }
 
+  /// Runs `sql` with `psql` in `database` (another database of the server's), as ``psql(_:)``.
   @discardableResult
-  private func psql(_ sql: String, database: String) throws -> String {
+  public func psql(_ sql: String, database: String) throws -> String {
     let output = try runCommand(
       [
         binaries.psql, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", folder, "-p", String(port), "-U", user,

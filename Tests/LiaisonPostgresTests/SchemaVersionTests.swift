@@ -1,0 +1,155 @@
+#if Postgres
+  import Foundation
+  import Liaison
+  import LiaisonTestSupport
+  import Testing
+
+  @testable import LiaisonPostgres
+
+  /// Schema versions across a fleet: hosts running different versions of Liaison share one
+  /// database during a rolling deploy. An older program never rewrites a newer schema: it uses one
+  /// that says it can, and refuses another, naming both versions; hosts that set the schema up at
+  /// once all succeed. Each test has a database of its own.
+  @Suite("PostgreSQL: schema versions across a fleet")
+  struct SchemaVersionTests {
+    /// A new database on the shared server, and its URL.
+    private func newDatabase() throws -> (server: PostgresTestServer, name: String, url: String) {
+      let server = try PostgresTestServer.shared.get()
+      let name = "schema_\(UInt32.random(in: 0...UInt32.max))"
+      try server.psql("CREATE DATABASE \(name)")
+      let url = BackendPlace.url(server).replacingOccurrences(of: "/\(server.database)?", with: "/\(name)?")
+      return (server, name, url)
+    }
+
+    /// What a setup would change: the schema's comment, its tables' columns and its functions'
+    /// definitions.
+    private func fingerprint(_ server: PostgresTestServer, _ database: String) throws -> String {
+      try server.psql(
+        """
+        SELECT obj_description('liaison'::regnamespace, 'pg_namespace'),
+          (SELECT md5(string_agg(table_name || '.' || column_name, ',' ORDER BY table_name, column_name))
+            FROM information_schema.columns WHERE table_schema = 'liaison'),
+          (SELECT md5(string_agg(pg_get_functiondef(oid), '' ORDER BY oid))
+            FROM pg_proc WHERE pronamespace = 'liaison'::regnamespace)
+        """, database: database)
+    }
+
+    /// Makes the schema look as a later version of Liaison would leave it: `comment`, a table of
+    /// its own, and one function's definition changed.
+    private func upgrade(_ server: PostgresTestServer, _ database: String, comment: String) throws {
+      try server.psql(
+        """
+        CREATE TABLE liaison.later_version (n integer);
+        DO $$ DECLARE definition text; BEGIN
+          SELECT pg_get_functiondef(oid) INTO definition FROM pg_proc
+            WHERE pronamespace = 'liaison'::regnamespace ORDER BY proname LIMIT 1;
+          EXECUTE regexp_replace(definition, '\\$function\\$', '$function$ -- as a later version has it' || chr(10));
+        END $$;
+        COMMENT ON SCHEMA liaison IS '\(comment)';
+        """, database: database)
+    }
+
+    @Test func theCommentIsReadAsAVersionAndTheOldestThatCanUseIt() {
+      #expect(Schema.comment == "Liaison schema \(Schema.version)")
+      #expect(Schema.verdict(nil) == .setUp)
+      #expect(Schema.verdict("Liaison schema 1") == .setUp)
+      #expect(Schema.verdict("Liaison schema \(Schema.version)") == .use)
+      #expect(Schema.verdict("Liaison schema \(Schema.version + 1); usable from \(Schema.version)") == .use)
+      #expect(
+        Schema.verdict("Liaison schema \(Schema.version + 2); usable from \(Schema.version + 1)")
+          == .refuse(version: Schema.version + 2, usableFrom: Schema.version + 1))
+      #expect(
+        Schema.verdict("Liaison schema \(Schema.version + 1)")
+          == .refuse(version: Schema.version + 1, usableFrom: Schema.version + 1))
+      // A comment Liaison did not write: set up as a schema without one.
+      #expect(Schema.verdict("my own schema") == .setUp)
+      #expect(Schema.verdict("Liaison schema x") == .setUp)
+    }
+
+    /// A later version that older programs cannot use: this one refuses it with both versions
+    /// named, and the schema is as it was (on the old code, the setup ran again: the comment went
+    /// back and the function was replaced by this version's).
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func anOlderProgramRefusesANewerSchemaAndLeavesItAsItIs() async throws {
+      let (server, database, url) = try newDatabase()
+      await (try await PostgresContainer(url: url, namespace: "fleet")).close()
+      let later = Schema.version + 1
+      try upgrade(server, database, comment: "Liaison schema \(later)")
+      let before = try fingerprint(server, database)
+      let error = await #expect(throws: LiaisonError.self) {
+        try await PostgresContainer(url: url, namespace: "fleet")
+      }
+      #expect(error?.code == .incompatibleSchema)
+      #expect(error?.message.contains("version \(later)") == true, "\(String(describing: error))")
+      #expect(error?.message.contains("knows version \(Schema.version)") == true, "\(String(describing: error))")
+      #expect(try fingerprint(server, database) == before)
+    }
+
+    /// A later version that says older programs can use it (it only adds): this one uses it as it
+    /// is, and leaves it so.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func anOlderProgramUsesANewerSchemaThatSaysItCan() async throws {
+      let (server, database, url) = try newDatabase()
+      await (try await PostgresContainer(url: url, namespace: "fleet")).close()
+      try upgrade(server, database, comment: "Liaison schema \(Schema.version + 1); usable from \(Schema.version)")
+      let before = try fingerprint(server, database)
+      let place = try await PostgresContainer(url: url, namespace: "fleet")
+      let held = try await place.lock("job").lock(.exclusive, timeout: nil)
+      #expect(try await held.fencingToken() > 0)
+      await held.unlock()
+      await place.close()
+      #expect(try fingerprint(server, database) == before)
+    }
+
+    /// A later host sets the schema up while this one waits for the setup's lock (this one saw
+    /// no schema before it asked for the lock): under the lock, this one's setup checks the
+    /// version again, and refuses the newer schema it now finds instead of rewriting it.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func aNewerSchemaSetUpWhileThisHostWaitsForTheLockIsRefused() async throws {
+      let (server, database, url) = try newDatabase()
+      let command = server.psqlCommand(host: "127.0.0.1").map {
+        $0.replacingOccurrences(of: "dbname=\(server.database) ", with: "dbname=\(database) ")
+      }
+      let later = try ChildProcess(command[0], Array(command.dropFirst()), errors: .pipe)
+      later.write(
+        """
+        BEGIN;
+        CREATE SCHEMA liaison;
+        COMMENT ON SCHEMA liaison IS 'Liaison schema 99';
+        SELECT 'held' FROM (SELECT pg_advisory_xact_lock(\(Schema.setupClass), 0)) AS taken;
+        """)
+      while try later.readLine() != "held" {}
+      // A bound long enough that the wait for the lock is not taken for a dead server.
+      let opening = Task { try await PostgresContainer(url: url, namespace: "fleet", detectionBound: .seconds(60)) }
+      try await waitUntilOffThePool("this host's setup waits for the later host's lock") {
+        try server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", database: database)
+          == "1"
+      }
+      later.write("COMMIT;")
+      let error = await #expect(throws: LiaisonError.self) { try await opening.value }
+      #expect(error?.code == .incompatibleSchema)
+      #expect(error?.message.contains("version 99") == true, "\(String(describing: error))")
+      #expect(
+        try server.psql("SELECT obj_description('liaison'::regnamespace, 'pg_namespace')", database: database)
+          == "Liaison schema 99")
+      later.write("\\q\n")
+      _ = later.finish()
+    }
+
+    /// Eight hosts start at once on a database without the schema: every one opens, and the
+    /// schema is set up once, in this version.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func hostsThatStartAtOnceAllSetTheSchemaUp() async throws {
+      let (server, database, url) = try newDatabase()
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<8 {
+          group.addTask { await (try await PostgresContainer(url: url, namespace: "fleet")).close() }
+        }
+        try await group.waitForAll()
+      }
+      #expect(
+        try server.psql("SELECT obj_description('liaison'::regnamespace, 'pg_namespace')", database: database)
+          == Schema.comment)
+    }
+  }
+#endif
