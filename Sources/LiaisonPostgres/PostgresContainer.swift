@@ -44,6 +44,8 @@
     /// The defaults handle of each domain in use: one per domain, so that its cache and its
     /// subscription are the container's (see ``defaults(_:)``).
     let defaultsHandles = Locked<[LiaisonName: WeakDefaults]>([:])
+    /// The turns of this process's tasks that wait for the same lock (``WaitingTurns``).
+    let lockTurns = WaitingTurns()
 
     struct WeakDefaults: @unchecked Sendable {
       weak var defaults: PostgresDefaults?

@@ -81,16 +81,36 @@
       }
     }
 
+    /// Takes the lock, or waits for it on the server; of this process's tasks that wait for
+    /// the lock, one at a time waits on the server, with a connection of its own, and the others
+    /// wait for their turn without one (``WaitingTurns``).
     private func takeOrWait(_ mode: LockMode, timeout: Duration?) async throws(LiaisonError) -> PostgresLockGuard {
+      if timeout == .zero {
+        if let held = try await tryLock(mode) { return held }
+        throw timedOut(timeout)
+      }
+      let deadline = timeout.map { ContinuousClock.now + $0 }
+      let turns = container.lockTurns
+      do {
+        try await turns.take(name, until: deadline)
+      } catch {
+        switch error {
+        case .timedOut: throw timedOut(timeout)
+        case .cancelled: throw .cancelled("waiting for the lock '\(name)'")
+        }
+      }
+      defer { turns.give(name) }
       if let held = try await tryLock(mode) { return held }
       if Task.isCancelled { throw .cancelled("waiting for the lock '\(name)'") }
-      guard timeout != .zero else { throw timedOut(timeout) }
+      // What is left of the timeout after the wait for the turn; lock_timeout bounds the wait on
+      // the server with it (0 waits as long as it takes).
+      let left = deadline.map { $0 - ContinuousClock.now }
+      if let left, left <= .zero { throw timedOut(timeout) }
+      let milliseconds = left.map { max(1, Int(clamping: $0.clampedNanoseconds / 1_000_000)) } ?? 0
       let id = try await resolveID()
       let connector = container.connector
       let connection = try await connector.take()
       do {
-        // lock_timeout bounds the wait on the server; 0 waits as long as it takes.
-        let milliseconds = timeout.map { max(1, Int(clamping: $0.clampedNanoseconds / 1_000_000)) } ?? 0
         let prepared = try await Connector.run(
           "SELECT pg_backend_pid(), set_config('lock_timeout', \(String(milliseconds)), false)", on: connection,
           within: connector.timing.replyTimeout, logger: connector.quietLogger)

@@ -1,0 +1,110 @@
+#if Postgres
+  import Liaison
+
+  /// The turns of one process's waiters for a container's locks: of the tasks that wait for the
+  /// same lock, one at a time waits on the server (with a connection of its own), and the others
+  /// wait here, first come first served, without a connection. 200 tasks waiting for one lock
+  /// cost two connections (the holder's and the one waiting), not 200, and the hand-over is the
+  /// server's as before: the waiting connection is granted the lock as soon as the holder lets
+  /// go, and the next task starts its wait on the server then.
+  final class WaitingTurns: Sendable {
+    private struct Waiter: Sendable {
+      let id: Int
+      let continuation: CheckedContinuation<Void, any Error>
+      /// Ends the wait at its deadline; cancelled when the turn comes first.
+      let timer: Task<Void, Never>?
+    }
+
+    private struct Queue: Sendable {
+      var taken = false
+      var waiters: [Waiter] = []
+    }
+
+    private struct State: Sendable {
+      var queues: [LiaisonName: Queue] = [:]
+      var nextID = 0
+    }
+
+    private let state = Locked(State())
+
+    /// Why a wait for a turn ended without it.
+    enum Ending: Error {
+      case timedOut, cancelled
+    }
+
+    /// Waits for the turn of `key`'s waiters, until `deadline` at the latest (`nil`: as long as it
+    /// takes). Every turn taken is given back with ``give(_:)``.
+    ///
+    /// - Throws: ``Ending/timedOut`` at the deadline, ``Ending/cancelled`` when the task is
+    ///   cancelled; the turn is not taken then.
+    func take(_ key: LiaisonName, until deadline: ContinuousClock.Instant?) async throws(Ending) {
+      let id = state.withLock { state -> Int in
+        state.nextID += 1
+        return state.nextID
+      }
+      do {
+        try await withTaskCancellationHandler {
+          try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let timer = deadline.map { deadline in
+              Task { [weak self] in
+                guard (try? await Task.sleep(until: deadline)) != nil else { return }
+                self?.end(id, of: key, with: .timedOut)
+              }
+            }
+            let now = state.withLock { state -> Bool in
+              var queue = state.queues[key] ?? Queue()
+              defer { state.queues[key] = queue }
+              guard queue.taken else {
+                queue.taken = true
+                return true
+              }
+              queue.waiters.append(Waiter(id: id, continuation: continuation, timer: timer))
+              return false
+            }
+            if now {
+              timer?.cancel()
+              continuation.resume()
+            } else if Task.isCancelled {
+              end(id, of: key, with: .cancelled)  // cancelled before the handler could see the waiter
+            }
+          }
+        } onCancel: {
+          end(id, of: key, with: .cancelled)
+        }
+      } catch let ending as Ending {
+        throw ending
+      } catch {
+        throw .cancelled
+      }
+    }
+
+    /// Gives the turn of `key` to the next waiter, if any.
+    func give(_ key: LiaisonName) {
+      let next = state.withLock { state -> Waiter? in
+        guard var queue = state.queues[key] else { return nil }
+        guard !queue.waiters.isEmpty else {
+          state.queues[key] = nil
+          return nil
+        }
+        let next = queue.waiters.removeFirst()
+        state.queues[key] = queue  // still taken: by the next waiter
+        return next
+      }
+      next?.timer?.cancel()
+      next?.continuation.resume()
+    }
+
+    /// How many tasks wait for `key`'s turn now (the one that has it not counted).
+    func waitingCount(_ key: LiaisonName) -> Int { state.withLock { $0.queues[key]?.waiters.count ?? 0 } }
+
+    /// Ends the wait of the waiter `id` with `ending`, if it still waits.
+    private func end(_ id: Int, of key: LiaisonName, with ending: Ending) {
+      let waiter = state.withLock { state -> Waiter? in
+        guard let index = state.queues[key]?.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+        return state.queues[key]?.waiters.remove(at: index)
+      }
+      waiter?.timer?.cancel()
+      waiter?.continuation.resume(throwing: ending)
+    }
+  }
+#endif

@@ -1,0 +1,67 @@
+#if Postgres
+  import Foundation
+  import Liaison
+  import LiaisonTestSupport
+  import Testing
+
+  @testable import LiaisonPostgres
+
+  /// How many connections a process opens: tasks waiting for one lock share the wait on the server
+  /// (``WaitingTurns``), so that a crowd of waiters neither exhausts the server's
+  /// `max_connections` nor slows the hand-over.
+  @Suite("PostgreSQL: connections stay bounded while many tasks wait")
+  struct ConnectionBoundTests {
+    /// 200 tasks of one process wait for a lock that another container holds. While they wait,
+    /// the process has at most two connections open (the one waiting on the server, and one idle
+    /// one kept for short statements); once the holder lets go, the first waiter holds the lock
+    /// well within the detection bound, and every one of them then holds it, one at a time. (On the
+    /// old code, each waiter opened a connection of its own: 200, the test server's
+    /// `max_connections`.)
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func twoHundredWaitersOnOneLockShareOneConnection() async throws {
+      let server = try PostgresTestServer.shared.get()
+      let namespace = "bound-\(UInt32.random(in: 0...UInt32.max))"
+      let holderPlace = try await PostgresContainer(url: BackendPlace.url(server), namespace: namespace)
+      let waiterPlace = try await PostgresContainer(
+        url: BackendPlace.url(server), namespace: namespace, maximumIdleConnections: 1)
+      let name = try LiaisonName("busy")
+      let held = try await holderPlace.lock("busy").lock()
+      let waiters = 200
+      let inside = Locked(0)
+      let mostConnections = Locked(0)
+      let firstHeldAt = Locked<ContinuousClock.Instant?>(nil)
+      try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<waiters {
+          group.addTask {
+            let guarded = try await waiterPlace.lock("busy").lock(timeout: .seconds(120))
+            firstHeldAt.withLock { $0 = $0 ?? .now }
+            let overlapping = inside.withLock { inside -> Bool in
+              inside += 1
+              return inside > 1
+            }
+            #expect(!overlapping, "two tasks held the lock at once")
+            mostConnections.withLock { $0 = max($0, waiterPlace.connector.openCount) }
+            inside.withLock { $0 -= 1 }
+            await guarded.unlock()
+          }
+        }
+        try await waitUntilOffThePool("every task but one waits for its turn in the process") {
+          waiterPlace.lockTurns.waitingCount(name) == waiters - 1
+        }
+        // One waits on the server: its lock request shows there.
+        try await waitUntilOffThePool("one task waits for the lock on the server") {
+          try server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted") != "0"
+        }
+        mostConnections.withLock { $0 = max($0, waiterPlace.connector.openCount) }
+        let released = ContinuousClock.now
+        await held.unlock()
+        try await group.waitForAll()
+        let handOver = try #require(firstHeldAt.withLock { $0 }) - released
+        #expect(handOver < waiterPlace.detectionBound, "the first waiter held the lock \(handOver) after its release")
+      }
+      #expect(mostConnections.withLock { $0 } <= 2, "the waiting process had \(mostConnections.withLock { $0 }) open")
+      await holderPlace.close()
+      await waiterPlace.close()
+    }
+  }
+#endif
