@@ -161,15 +161,22 @@
     private func grant(_ mode: LockMode, id: Int32, wait: Bool) -> PostgresQuery {
       let lockClass = Schema.lockClass
       switch (mode, wait) {
+      // The token's commit is synchronous whatever the server's default (`synchronous_commit`
+      // set for this transaction only): flushed to disk, and to the synchronous standbys the
+      // server names, before the grant returns, so that a crash or a failover to such a standby
+      // never gives a token twice.
       case (.exclusive, false):
         return """
-          WITH granted AS MATERIALIZED (SELECT pg_try_advisory_lock(\(lockClass), \(id)) AS held)
+          WITH granted AS MATERIALIZED (
+            SELECT pg_try_advisory_lock(\(lockClass), \(id)) AS held, set_config('synchronous_commit', 'on', true))
           UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted
           WHERE granted.held AND id = \(id) RETURNING fencing_token
           """
       case (.exclusive, true):
         return """
-          WITH granted AS MATERIALIZED (SELECT 1 AS held FROM (SELECT pg_advisory_lock(\(lockClass), \(id))) AS wait)
+          WITH granted AS MATERIALIZED (
+            SELECT 1 AS held, set_config('synchronous_commit', 'on', true)
+            FROM (SELECT pg_advisory_lock(\(lockClass), \(id))) AS wait)
           UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted
           WHERE id = \(id) RETURNING fencing_token
           """
