@@ -12,6 +12,12 @@
   /// goes unnoticed, and keeps a few idle ones for statements that hold nothing.
   final class Connector: Sendable {
     let configuration: PostgresConnection.Configuration
+    /// ``configuration`` without the server's keepalive settings, which a pooler in front of the
+    /// server (PgBouncer) refuses as startup parameters: its own settings decide there.
+    private let withoutServerSettings: PostgresConnection.Configuration
+    /// Whether the endpoint refused the server's settings (a pooler): connections are then made
+    /// with ``withoutServerSettings``.
+    private let serverSettingsRefused = Locked(false)
     let timing: DetectionTiming
     /// The logger of postgres-nio's connections and of the failures of background work.
     let logger: Logger
@@ -40,11 +46,12 @@
 
     init(configuration: PostgresConnection.Configuration, timing: DetectionTiming, logger: Logger, maximumIdle: Int) {
       var configuration = configuration
+      configuration.options.additionalStartupParameters += [("application_name", "liaison")]
+      withoutServerSettings = configuration
       // The server ends the session of a client that stops answering (dead host, cut network)
       // within about half the detection bound, which releases its advisory locks; and checks
       // for a vanished client while a statement (a lock wait) runs.
       configuration.options.additionalStartupParameters += [
-        ("application_name", "liaison"),
         ("tcp_keepalives_idle", "\(timing.keepaliveIdle)"),
         ("tcp_keepalives_interval", "\(timing.keepaliveInterval)"),
         ("tcp_keepalives_count", "\(DetectionTiming.keepaliveCount)"),
@@ -91,13 +98,23 @@
         return id
       }
       let (channel, socket) = try await makeChannel()
+      let refused = serverSettingsRefused.withLock { $0 }
       var established = PostgresConnection.Configuration(
         establishedChannel: channel, tls: configuration.tls, username: configuration.username,
         password: configuration.password, database: configuration.database)
-      established.options = configuration.options
+      established.options = refused ? withoutServerSettings.options : configuration.options
       established.options.connectTimeout = .seconds(Int64(timing.connectTimeoutSeconds))
-      let connection = try await PostgresConnection.connect(
-        on: channel.eventLoop, configuration: established, id: id, logger: logger)
+      let connection: PostgresConnection
+      do {
+        connection = try await PostgresConnection.connect(
+          on: channel.eventLoop, configuration: established, id: id, logger: logger)
+      } catch let error as PSQLError
+        where !refused && error.serverInfo?[.message]?.hasPrefix("unsupported startup parameter") == true
+      {
+        // A pooler (PgBouncer) answers for the server, and refuses the server's settings.
+        serverSettingsRefused.withLock { $0 = true }
+        return try await connectOnce()
+      }
       let key = ObjectIdentifier(connection)
       if let socket { sockets.withLock { $0[key] = socket } }
       open.withLock { $0[key] = connection }

@@ -146,6 +146,7 @@
       makeEncoder = encoder
       makeDecoder = decoder
       do {
+        try await connector.checkSessionsAreOwn()
         try await Schema.create(connector)
       } catch {
         await connector.closeAll()
