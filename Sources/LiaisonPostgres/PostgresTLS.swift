@@ -204,11 +204,12 @@
             + "~/.postgresql/postgresql.crt): \(error). Give the path of the client certificate's key.",
           errno: error, path: path)
       }
-      guard info.st_mode & S_IFMT == S_IFREG else {
+      // Converted: the constants are `Int32` on some platforms, `mode_t` on others.
+      guard info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) else {
         throw LiaisonError(.invalidArgument, "The private key file \(path) is not a regular file.", path: path)
       }
-      let looseForOwner = info.st_uid == geteuid() && info.st_mode & (S_IRWXG | S_IRWXO) != 0
-      let looseForRoot = info.st_uid == 0 && info.st_mode & (S_IWGRP | S_IXGRP | S_IRWXO) != 0
+      let looseForOwner = info.st_uid == geteuid() && info.st_mode & mode_t(S_IRWXG | S_IRWXO) != 0
+      let looseForRoot = info.st_uid == 0 && info.st_mode & mode_t(S_IWGRP | S_IXGRP | S_IRWXO) != 0
       if looseForOwner || looseForRoot {
         throw LiaisonError(
           .unsafeFile,

@@ -97,6 +97,13 @@
       }
       // The default is prefer.
       #expect(try await openingError(server.url, home: Home()) == nil)
+
+      // A server without TLS: prefer goes on unencrypted, require refuses.
+      let plain = try PostgresTestServer.shared.get()
+      #expect(try await openingError(url(plain, "sslmode=prefer"), home: Home()) == nil)
+      let required = try await openingError(url(plain, "sslmode=require"), home: Home())
+      #expect(required?.code == .unavailable)
+      #expect(required?.message.contains("does not offer TLS") == true, "\(String(describing: required))")
     }
 
     /// As libpq does, a root certificate (given, or in `~/.postgresql/root.crt`) makes `require`
@@ -163,6 +170,10 @@
       let message = error?.message ?? ""
       #expect(message.contains("does not name the host '127.0.0.1'"), "\(message)")
       #expect(message.contains("sslmode=verify-ca"))
+
+      // The system's roots do not include the throwaway authority.
+      let system = try await openingError(url(server, host: "localhost", "sslrootcert=system"), home: Home())
+      #expect(system?.message.contains("is not signed by a root") == true, "\(String(describing: system))")
     }
 
     @Test(.enabled(if: PostgresTestServer.mustRun, needs))

@@ -116,6 +116,8 @@ public struct PostgresTestTLS: Sendable {
   /// What the server asks of clients over TCP.
   public let clients: Clients
 
+  /// The TLS of a server with `certificate`, asking `clients` what it asks.
+  ///
   /// - Parameters:
   ///   - certificate: the server's certificate and key.
   ///   - clients: what the server asks of clients over TCP.
