@@ -50,11 +50,10 @@
       /// Checks the parameters together (no file is read): `mode` is known, no path is empty,
       /// and `sslrootcert=system` comes only with `verify-full` (its default mode).
       ///
-      /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` whose message is the problem
-      ///   alone, for ``PostgresURL`` to put in its sentence.
-      ///
       /// - Parameter mode: `nil` when the URL gives none: `prefer`, or `verify-full` with
       ///   `sslrootcert=system`.
+      /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` whose message is the problem
+      ///   alone, for ``PostgresURL`` to put in its sentence.
       init(mode: String?, rootCertificate: String?, certificate: String?, key: String?) throws(LiaisonError) {
         for (name, value) in [("sslrootcert", rootCertificate), ("sslcert", certificate), ("sslkey", key)] {
           if value?.isEmpty == true {
