@@ -84,11 +84,14 @@
       do {
         do {
           return try await connectOnce()
-        } catch let error as PSQLError where error.code == .connectionError {
+        } catch let error as PSQLError
+          where error.code == .connectionError && PostgresTLS.connectFailure(error, host: nil) == nil
+        {
           return try await connectOnce()
         }
       } catch {
-        throw PostgresErrors.translate(error, doing: "connect to the server")
+        throw PostgresTLS.connectFailure(error, host: configuration.host)
+          ?? PostgresErrors.translate(error, doing: "connect to the server")
       }
     }
 
@@ -103,6 +106,12 @@
         establishedChannel: channel, tls: configuration.tls, username: configuration.username,
         password: configuration.password, database: configuration.database)
       established.options = refused ? withoutServerSettings.options : configuration.options
+      // The server's name for TLS (SNI, and the check of verify-full), which postgres-nio takes
+      // from the host only when it connects itself. An IP address is checked against the
+      // certificate's addresses instead.
+      if established.options.tlsServerName == nil, let host = configuration.host, !PostgresTLS.isIPAddress(host) {
+        established.options.tlsServerName = host
+      }
       established.options.connectTimeout = .seconds(Int64(timing.connectTimeoutSeconds))
       let connection: PostgresConnection
       do {

@@ -68,8 +68,23 @@
     /// Opens the place at a `postgres://` URL.
     ///
     /// The URL is `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`, or for a Unix socket
-    /// `postgres://USER@/DATABASE?host=/var/run/postgresql`; `sslmode=disable|prefer|require`
-    /// chooses TLS (default: `prefer`).
+    /// `postgres://USER@/DATABASE?host=/var/run/postgresql`. TLS is chosen as libpq chooses it:
+    ///
+    /// - `sslmode`: `disable`; `allow` or `prefer` (the default: TLS when the server offers it);
+    ///   `require` (always TLS); `verify-ca` (and the server's certificate signed by a trusted
+    ///   root); `verify-full` (and naming HOST). Only `verify-ca` and `verify-full` check the
+    ///   certificate, unless a root is given: then `prefer` and `require` check it as `verify-ca`.
+    /// - `sslrootcert=PATH`: the trusted roots (PEM), such as a managed service's CA bundle;
+    ///   `system` for the system's (with `verify-full` only). Without it, `~/.postgresql/root.crt`.
+    /// - `sslcert=PATH` and `sslkey=PATH`: a client certificate and its key (PEM, no
+    ///   passphrase, mode 0600); without them, `~/.postgresql/postgresql.crt` and `.key` when
+    ///   they exist.
+    ///
+    /// ```swift
+    /// let place = try await PostgresContainer(
+    ///   url: "postgres://app@db.internal/app?sslmode=verify-full&sslrootcert=/etc/liaison/db-ca.pem",
+    ///   namespace: "billing")
+    /// ```
     ///
     /// - Parameters:
     ///   - url: where the server is, and who connects.
@@ -81,9 +96,13 @@
     ///   - maximumIdleConnections: how many idle connections are kept for reuse (at least 0).
     ///   - encoder: makes the `JSONEncoder` of values and payloads (a date or key strategy).
     ///   - decoder: makes the `JSONDecoder` that reads them back.
-    /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a URL that cannot be read,
-    ///   ``/Liaison/LiaisonError/Code/invalidName`` for a namespace that breaks the naming rule,
-    ///   ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached, and
+    /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a URL that cannot be read or
+    ///   a TLS file that is missing or not PEM (`verify-ca` or `verify-full` without a root
+    ///   certificate included), ``/Liaison/LiaisonError/Code/unsafeFile`` for a key file others
+    ///   may read, ``/Liaison/LiaisonError/Code/invalidName`` for a namespace that breaks the
+    ///   naming rule, ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached or
+    ///   the TLS handshake fails (the message says why: an untrusted certificate, a host name it
+    ///   does not name, a client certificate refused), and
     ///   ``/Liaison/LiaisonError/Code/incompatibleSchema`` when a later version of Liaison set up
     ///   the database's schema and this one cannot use it (see <doc:MovingToSeveralMachines>).
     public convenience init(

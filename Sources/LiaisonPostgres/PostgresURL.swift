@@ -11,13 +11,14 @@
 
   /// A `postgres://` (or `postgresql://`) URL, read part by part:
   ///
-  ///     postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=MODE]
+  ///     postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=MODE&sslrootcert=PATH]
   ///     postgres://USER[:PASSWORD]@/DATABASE?host=/path/to/socket-folder
   ///
   /// HOST is a host name, an IPv4 address, or an IPv6 address in brackets (`[::1]`); PORT is a
   /// number from 1 to 65535 (5432 when left out); the user, password, host, database and
   /// parameters may be percent-encoded (`%40` for `@`). The parameters are `host` (a Unix socket's
-  /// folder, which then takes the place of HOST) and `sslmode` (`disable`, `prefer`, `require`).
+  /// folder, which then takes the place of HOST), and libpq's `sslmode`, `sslrootcert`, `sslcert`
+  /// and `sslkey` (see ``PostgresTLS``).
   /// A part that breaks these rules is refused with a message that names the part (never the
   /// password itself), rather than read as something else: a port is never truncated, an IPv6
   /// address never looked up as a name.
@@ -40,13 +41,14 @@
     var port: Int
     /// The database's name, percent-decoded; `nil` for the server's default (the user's name).
     var database: String?
-    /// `disable`, `prefer` (when the URL gives none) or `require`.
-    var sslMode: String
+    /// One of ``PostgresTLS/modes``: `prefer` when the URL gives none (`verify-full` with
+    /// `sslrootcert=system`).
+    var sslMode: String { tls.mode }
+    /// The TLS parameters.
+    var tls: PostgresTLS.Settings
 
     /// The parameters a URL may carry.
-    static let parameters = ["host", "sslmode"]
-    /// The values of the `sslmode` parameter.
-    static let sslModes = ["disable", "prefer", "require"]
+    static let parameters = ["host", "sslmode", "sslrootcert", "sslcert", "sslkey"]
 
     /// Reads `text`, checking every part.
     ///
@@ -98,9 +100,12 @@
         }
         values[parameter] = try Self.decode(item[item.index(after: equals)...], "the parameter '\(parameter)'")
       }
-      sslMode = values["sslmode"] ?? "prefer"
-      guard Self.sslModes.contains(sslMode) else {
-        throw Self.invalid("sslmode '\(sslMode)' is not one of \(Self.sslModes.joined(separator: ", "))")
+      do {
+        tls = try PostgresTLS.Settings(
+          mode: values["sslmode"], rootCertificate: values["sslrootcert"], certificate: values["sslcert"],
+          key: values["sslkey"])
+      } catch {
+        throw Self.invalid(error.message)
       }
       if let folder = values["host"], !folder.isEmpty {
         guard folder.hasPrefix("/") else {
@@ -127,20 +132,8 @@
         return PostgresConnection.Configuration(
           unixSocketPath: folder + "/.s.PGSQL.\(port)", username: user, password: password, database: database)
       case .host(let host):
-        let tls: PostgresConnection.Configuration.TLS
-        if sslMode == "disable" {
-          tls = .disable
-        } else {
-          let context: NIOSSLContext
-          do {
-            context = try NIOSSLContext(configuration: .makeClientConfiguration())
-          } catch {
-            throw LiaisonError(.system, "Could not set up TLS for the PostgreSQL connection: \(error).", cause: error)
-          }
-          tls = sslMode == "require" ? .require(context) : .prefer(context)
-        }
         return PostgresConnection.Configuration(
-          host: host, port: port, username: user, password: password, database: database, tls: tls)
+          host: host, port: port, username: user, password: password, database: database, tls: try tls.tls())
       }
     }
 

@@ -35,6 +35,42 @@
       #expect(try PostgresURL("postgres://app:p@ss@db/app").password == "p@ss")
     }
 
+    @Test func theTLSParametersAreRead() throws {
+      let url = try PostgresURL(
+        "postgres://app@db/app?sslmode=verify-ca&sslrootcert=%2Fetc%2Fca.pem&sslcert=/c.crt&sslkey=/c.key")
+      #expect(url.sslMode == "verify-ca" && url.tls.rootCertificate == "/etc/ca.pem")
+      #expect(url.tls.certificate == "/c.crt" && url.tls.key == "/c.key")
+      for mode in ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] {
+        #expect(try PostgresURL("postgres://app@db/app?sslmode=\(mode)").sslMode == mode)
+      }
+      // As in libpq 16: the system's roots make verify-full the default, and the only mode allowed.
+      #expect(try PostgresURL("postgres://app@db/app?sslrootcert=system").sslMode == "verify-full")
+    }
+
+    /// The TLS files are read when the configuration is made: a missing one is named, and
+    /// `~/.postgresql` is where libpq looks for the defaults.
+    @Test func aMissingTLSFileIsNamed() throws {
+      func configurationError(_ text: String) -> LiaisonError? {
+        PostgresTLS.$homeOverride.withValue("/nonexistent-home") {
+          do throws(LiaisonError) {
+            _ = try PostgresURL.configuration(text)
+            return nil
+          } catch {
+            return error
+          }
+        }
+      }
+      let missingRoot = configurationError("postgres://app@db/app?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem")
+      #expect(missingRoot?.message.contains("the certificate file /nonexistent/ca.pem: there is no such file") == true)
+      let noRoot = configurationError("postgres://app@db/app?sslmode=verify-full")
+      #expect(noRoot?.message.contains("/nonexistent-home/.postgresql/root.crt does not exist") == true)
+      #expect(noRoot?.path == "/nonexistent-home/.postgresql/root.crt")
+      let keyAlone = configurationError("postgres://app@db/app?sslmode=require&sslkey=/c.key")
+      #expect(keyAlone?.message.contains("sslkey (/c.key) is given without a client certificate") == true)
+      #expect(configurationError("postgres://app@db/app?sslmode=require") == nil)
+      #expect(configurationError("postgres://app@db/app?sslmode=disable&sslrootcert=/nonexistent/ca.pem") == nil)
+    }
+
     @Test func anIPv6AddressInBracketsIsAnAddress() throws {
       let loopback = try PostgresURL("postgres://app@[::1]:55433/app")
       #expect(loopback.server == .host("::1") && loopback.port == 55433)
@@ -75,7 +111,18 @@
         ("postgres://app:%00@db/app", "the password holds %00"),
         ("postgres://app@db/a%ffb", "the database name is not UTF-8 once percent-decoded"),
         ("postgres://app@db/app?sslmode", "the parameter 'sslmode' has no value"),
-        ("postgres://app@db/app?sslmode=verify-full", "sslmode 'verify-full' is not one of disable, prefer, require"),
+        (
+          "postgres://app@db/app?sslmode=verify-fool",
+          "sslmode 'verify-fool' is not one of disable, allow, prefer, require, verify-ca, verify-full"
+        ),
+        ("postgres://app@db/app?sslrootcert=", "the parameter 'sslrootcert' is empty"),
+        ("postgres://app@db/app?sslmode=require&sslkey=", "the parameter 'sslkey' is empty"),
+        (
+          "postgres://app@db/app?sslrootcert=system&sslmode=require",
+          "sslmode 'require' is too weak for sslrootcert=system"
+        ),
+        ("postgres://app@db/app?sslrootcert=system&sslmode=verify-ca", "sslmode 'verify-ca' is too weak"),
+        ("postgres://app@db/app?sslpassword=x", "the parameter 'sslpassword' is not one Liaison reads"),
         ("postgres://app@db/app?port=5", "the parameter 'port' is not one Liaison reads"),
         ("postgres://app@db/app?host=other", "the host parameter 'other' is not a Unix socket's folder"),
         ("postgres://app@db/app#x", "it has a fragment"),

@@ -28,7 +28,7 @@ import Foundation
 /// ```
 ///
 /// ``shared`` is one server for the whole test process, for the tests that neither stop nor kill
-/// it; a test that does starts its own with ``start(listenAddresses:durable:)``.
+/// it; a test that does starts its own with ``start(listenAddresses:durable:tls:)``.
 ///
 /// The postmaster is a child of this process (not daemonized by `pg_ctl`), so that this process
 /// reaps it the moment it ends: a postmaster left a zombie (an orphan whose reaper is slow, as
@@ -58,7 +58,7 @@ public final class PostgresTestServer: Sendable {
   public let logFile: String
   /// The superuser the tests connect as (no password: `trust`).
   public let user = "liaison"
-  /// The database the tests use: initdb's `postgres`, renamed by ``start(listenAddresses:durable:)``
+  /// The database the tests use: initdb's `postgres`, renamed by ``start(listenAddresses:durable:tls:)``
   /// (instantly, where `CREATE DATABASE` takes half a second of copying and syncing files).
   public let database = "liaison"
   /// Whether the server commits durably (`fsync=on`, PostgreSQL's default).
@@ -135,11 +135,13 @@ public final class PostgresTestServer: Sendable {
   ///     listens on a Unix socket in ``folder``, which ``psql(_:)`` uses.
   ///   - durable: `false` sets `fsync=off`: faster, and a crash of the machine (not of the
   ///     server) may lose or damage data. Keep the default for benchmarks and crash tests.
+  ///   - tls: the server's certificate and what it asks of clients over TCP (see
+  ///     ``PostgresTestTLS``); `nil` for no TLS.
   /// - Throws: ``TestInfrastructureError`` when PostgreSQL is missing (``unavailableReason``)
   ///   or does not start, with the failing command's error output or the server's log.
-  public static func start(listenAddresses: [String] = ["127.0.0.1"], durable: Bool = true) throws
-    -> PostgresTestServer
-  {
+  public static func start(
+    listenAddresses: [String] = ["127.0.0.1"], durable: Bool = true, tls: PostgresTestTLS? = nil
+  ) throws -> PostgresTestServer {
     guard let binaries = availability.binaries else {
       throw TestInfrastructureError(unavailableReason ?? "PostgreSQL is not available")
     }
@@ -161,12 +163,16 @@ public final class PostgresTestServer: Sendable {
           binaries.initdb, "-D", dataDirectory, "-A", "trust", "-U", "liaison", "--no-sync", "--no-instructions",
           "-E", "UTF8", "--locale=C",
         ])
-      // initdb's `trust` covers the Unix socket and the loopback addresses only.
-      let remoteClients = "host all all 0.0.0.0/0 trust\nhost all all ::/0 trust\n"
-      let hba = try FileHandle(forWritingTo: URL(fileURLWithPath: dataDirectory + "/pg_hba.conf"))
-      defer { try? hba.close() }
-      try hba.seekToEnd()
-      try hba.write(contentsOf: Data(remoteClients.utf8))
+      if let tls {
+        try tls.install(folder: folder, dataDirectory: dataDirectory)
+      } else {
+        // initdb's `trust` covers the Unix socket and the loopback addresses only.
+        let remoteClients = "host all all 0.0.0.0/0 trust\nhost all all ::/0 trust\n"
+        let hba = try FileHandle(forWritingTo: URL(fileURLWithPath: dataDirectory + "/pg_hba.conf"))
+        defer { try? hba.close() }
+        try hba.seekToEnd()
+        try hba.write(contentsOf: Data(remoteClients.utf8))
+      }
 
       // A port below Linux's ephemeral range (32768-60999) and macOS's (49152-65535), which the
       // kernel hands out to outgoing connections; a port another process took is tried again.
@@ -550,7 +556,7 @@ private struct PostgresBinaries: Sendable {
 }
 
 /// The user that PostgreSQL runs as when this process is root.
-private let serverUser = "postgres"
+let serverUser = "postgres"
 private let setprivPath = "/usr/bin/setpriv"
 
 /// What runs a command as ``serverUser`` when this process is root: `setpriv`, which executes the
