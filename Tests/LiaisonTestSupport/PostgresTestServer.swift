@@ -28,7 +28,7 @@ import Foundation
 /// ```
 ///
 /// ``shared`` is one server for the whole test process, for the tests that neither stop nor kill
-/// it; a test that does starts its own with ``start(listenAddresses:durable:)``.
+/// it; a test that does starts its own with ``start(listenAddresses:durable:password:)``.
 ///
 /// The postmaster is a child of this process (not daemonized by `pg_ctl`), so that this process
 /// reaps it the moment it ends: a postmaster left a zombie (an orphan whose reaper is slow, as
@@ -58,7 +58,7 @@ public final class PostgresTestServer: Sendable {
   public let logFile: String
   /// The superuser the tests connect as (no password: `trust`).
   public let user = "liaison"
-  /// The database the tests use: initdb's `postgres`, renamed by ``start(listenAddresses:durable:)``
+  /// The database the tests use: initdb's `postgres`, renamed by ``start(listenAddresses:durable:password:)``
   /// (instantly, where `CREATE DATABASE` takes half a second of copying and syncing files).
   public let database = "liaison"
   /// Whether the server commits durably (`fsync=on`, PostgreSQL's default).
@@ -135,10 +135,12 @@ public final class PostgresTestServer: Sendable {
   ///     listens on a Unix socket in ``folder``, which ``psql(_:)`` uses.
   ///   - durable: `false` sets `fsync=off`: faster, and a crash of the machine (not of the
   ///     server) may lose or damage data. Keep the default for benchmarks and crash tests.
+  ///   - password: when given, the superuser has this password, and TCP connections must give it
+  ///     (`scram-sha-256`); the Unix socket, which ``psql(_:)`` uses, stays `trust`.
   /// - Throws: ``TestInfrastructureError`` when PostgreSQL is missing (``unavailableReason``)
   ///   or does not start, with the failing command's error output or the server's log.
-  public static func start(listenAddresses: [String] = ["127.0.0.1"], durable: Bool = true) throws
-    -> PostgresTestServer
+  public static func start(listenAddresses: [String] = ["127.0.0.1"], durable: Bool = true, password: String? = nil)
+    throws -> PostgresTestServer
   {
     guard let binaries = availability.binaries else {
       throw TestInfrastructureError(unavailableReason ?? "PostgreSQL is not available")
@@ -156,13 +158,14 @@ public final class PostgresTestServer: Sendable {
     var postmaster: ChildProcess?
     var port = 0
     do {
+      let hostMethod = password == nil ? "trust" : "scram-sha-256"
       try runCommand(
         serverUserPrefix + [
-          binaries.initdb, "-D", dataDirectory, "-A", "trust", "-U", "liaison", "--no-sync", "--no-instructions",
-          "-E", "UTF8", "--locale=C",
+          binaries.initdb, "-D", dataDirectory, "--auth-local=trust", "--auth-host=\(hostMethod)", "-U", "liaison",
+          "--no-sync", "--no-instructions", "-E", "UTF8", "--locale=C",
         ])
-      // initdb's `trust` covers the Unix socket and the loopback addresses only.
-      let remoteClients = "host all all 0.0.0.0/0 trust\nhost all all ::/0 trust\n"
+      // initdb's lines cover the Unix socket and the loopback addresses only.
+      let remoteClients = "host all all 0.0.0.0/0 \(hostMethod)\nhost all all ::/0 \(hostMethod)\n"
       let hba = try FileHandle(forWritingTo: URL(fileURLWithPath: dataDirectory + "/pg_hba.conf"))
       defer { try? hba.close() }
       try hba.seekToEnd()
@@ -189,6 +192,10 @@ public final class PostgresTestServer: Sendable {
       binaries: binaries, folder: folder, port: port, listenAddresses: listenAddresses, durable: durable,
       watchdog: watchdog, postmaster: postmaster!)
     try server.psql("ALTER DATABASE postgres RENAME TO liaison", database: "template1")
+    if let password {
+      // As a literal: psql's -c takes no parameters. Quotes doubled, as SQL escapes them.
+      try server.psql("ALTER ROLE liaison PASSWORD '\(password.replacingOccurrences(of: "'", with: "''"))'")
+    }
     return server
   }
 
