@@ -482,8 +482,9 @@
     private static func invalid(_ problem: String) -> LiaisonError {
       LiaisonError(
         .invalidArgument,
-        "The PostgreSQL URL is not usable: \(problem). Write postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, or "
-          + "postgres://USER@/DATABASE?host=/path/to/socket-folder for a Unix socket.")
+        "The PostgreSQL URL is not usable: \(problem). Write postgres://USER@HOST[:PORT][,HOST[:PORT]...]/DATABASE"
+          + "[?NAME=VALUE&...], or postgres://USER@/DATABASE?host=/path/to/socket-folder for a Unix socket; leave the "
+          + "password to $PGPASSWORD or ~/.pgpass.")
     }
   }
 #endif

@@ -143,6 +143,12 @@
       let byDefault = try await open(BackendPlace.url(server))
       #expect(try await applicationName(byDefault) == "liaison")
       await byDefault.close()
+      // A postgres-nio configuration that names no application gets `liaison` too.
+      let configured = try await PostgresContainer(
+        configuration: try PostgresURL(BackendPlace.url(server), environment: environment()).configuration(),
+        namespace: "url-\(UInt32.random(in: 0...UInt32.max))")
+      #expect(try await applicationName(configured) == "liaison")
+      await configured.close()
 
       for (url, variables) in [
         (BackendPlace.url(server) + "&application_name=", ["PGAPPNAME": "URL-TEST-ID"]),
