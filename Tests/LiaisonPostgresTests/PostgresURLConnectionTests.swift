@@ -207,20 +207,9 @@
       #expect(setting == "off")
       await place.close()
 
-      // The connector alone (a container writes its tables as it opens, which a read-only server refuses).
       func port(_ attributes: String) async throws -> Int {
-        let targets = try PostgresURL(
-          "postgres://liaison@\(hosts)/liaison?sslmode=disable&target_session_attrs=\(attributes)",
-          environment: environment()
-        ).connectionTargets()
-        let connector = Connector(
-          targets: targets, timing: DetectionTiming(bound: .seconds(10)), logger: PostgresContainer.defaultLogger,
-          maximumIdle: 0)
-        let connection = try await connector.connect()
-        let rows = try await Connector.run(
-          "SELECT inet_server_port()", on: connection, within: .seconds(10), logger: connector.logger)
-        await connector.closeAll()
-        return try #require(try rows.first?.decode(Int.self))
+        try await connectedPort(
+          "postgres://liaison@\(hosts)/liaison?sslmode=disable&target_session_attrs=\(attributes)")
       }
       #expect(try await port("any") == readOnly.port)
       #expect(try await port("read-write") == writable.port)
@@ -233,6 +222,60 @@
       #expect(message.contains("127.0.0.1:\(readOnly.port): the server is not a standby"), "\(message)")
       #expect(message.contains("127.0.0.1:\(writable.port): the server is not a standby"), "\(message)")
       #expect(message.contains("target_session_attrs is standby"), "\(message)")
+    }
+
+    /// A primary and its hot standby, streaming (made with `pg_basebackup`): each
+    /// `target_session_attrs` takes the server it names, in either order.
+    @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))
+    func targetSessionAttrsTellsAStandbyFromItsPrimary() async throws {
+      let primary = try PostgresTestServer.start(durable: false)
+      let standby = try PostgresTestServer.startStandby(of: primary)
+      #expect(try standby.psql("SELECT pg_is_in_recovery()") == "t")
+      let standbyFirst = "127.0.0.1:\(standby.port),127.0.0.1:\(primary.port)"
+      let primaryFirst = "127.0.0.1:\(primary.port),127.0.0.1:\(standby.port)"
+
+      // A container after a failover's order: the standby is listed first, and passed over.
+      let place = try await open(
+        "postgres://liaison@\(standbyFirst)/liaison?sslmode=disable&target_session_attrs=read-write")
+      #expect(try await serverPort(place) == primary.port)
+      await place.close()
+
+      for (hosts, attributes, expected) in [
+        (standbyFirst, "primary", primary.port), (standbyFirst, "read-write", primary.port),
+        (standbyFirst, "any", standby.port), (primaryFirst, "standby", standby.port),
+        (primaryFirst, "read-only", standby.port), (primaryFirst, "prefer-standby", standby.port),
+        (primaryFirst, "any", primary.port),
+      ] {
+        let port = try await connectedPort(
+          "postgres://liaison@\(hosts)/liaison?sslmode=disable&target_session_attrs=\(attributes)")
+        #expect(port == expected, "\(attributes) over \(hosts)")
+      }
+      let error = await #expect(throws: LiaisonError.self) {
+        try await connectedPort(
+          "postgres://liaison@127.0.0.1:\(standby.port)/liaison?sslmode=disable&target_session_attrs=primary")
+      }
+      #expect(
+        error?.message.contains("127.0.0.1:\(standby.port): the server is a standby (in recovery)") == true,
+        "\(String(describing: error))")
+    }
+
+    /// The port of the server that a connector for `url` connects to. The connector alone: a
+    /// container writes its tables as it opens, which a read-only server or a standby refuses.
+    func connectedPort(_ url: String) async throws -> Int {
+      let targets = try PostgresURL(url, environment: environment()).connectionTargets()
+      let connector = Connector(
+        targets: targets, timing: DetectionTiming(bound: .seconds(10)), logger: PostgresContainer.defaultLogger,
+        maximumIdle: 0)
+      do {
+        let connection = try await connector.connect()
+        let rows = try await Connector.run(
+          "SELECT inet_server_port()", on: connection, within: .seconds(10), logger: connector.logger)
+        await connector.closeAll()
+        return try #require(try rows.first?.decode(Int.self))
+      } catch {
+        await connector.closeAll()
+        throw error
+      }
     }
 
     // MARK: - connect_timeout

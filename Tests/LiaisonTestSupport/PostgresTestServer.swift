@@ -142,6 +142,48 @@ public final class PostgresTestServer: Sendable {
   public static func start(listenAddresses: [String] = ["127.0.0.1"], durable: Bool = true, password: String? = nil)
     throws -> PostgresTestServer
   {
+    let hostMethod = password == nil ? "trust" : "scram-sha-256"
+    let server = try make(listenAddresses: listenAddresses, durable: durable) { binaries, dataDirectory in
+      try runCommand(
+        serverUserPrefix + [
+          binaries.initdb, "-D", dataDirectory, "--auth-local=trust", "--auth-host=\(hostMethod)", "-U", "liaison",
+          "--no-sync", "--no-instructions", "-E", "UTF8", "--locale=C",
+        ])
+      // initdb's lines cover the Unix socket and the loopback addresses only.
+      let remoteClients = "host all all 0.0.0.0/0 \(hostMethod)\nhost all all ::/0 \(hostMethod)\n"
+      let hba = try FileHandle(forWritingTo: URL(fileURLWithPath: dataDirectory + "/pg_hba.conf"))
+      defer { try? hba.close() }
+      try hba.seekToEnd()
+      try hba.write(contentsOf: Data(remoteClients.utf8))
+    }
+    try server.psql("ALTER DATABASE postgres RENAME TO liaison", database: "template1")
+    if let password {
+      // As a literal: psql's -c takes no parameters. Quotes doubled, as SQL escapes them.
+      try server.psql("ALTER ROLE liaison PASSWORD '\(password.replacingOccurrences(of: "'", with: "''"))'")
+    }
+    return server
+  }
+
+  /// Starts a hot standby of `primary`: a copy made with `pg_basebackup -R` that streams its
+  /// changes and answers read-only queries (`pg_is_in_recovery()` is true), on a port of its own,
+  /// with `primary`'s roles, passwords and authentication.
+  ///
+  /// - Throws: ``TestInfrastructureError`` when PostgreSQL is missing or the copy fails.
+  public static func startStandby(of primary: PostgresTestServer) throws -> PostgresTestServer {
+    try make(listenAddresses: primary.listenAddresses, durable: primary.durable) { binaries, dataDirectory in
+      try runCommand(
+        serverUserPrefix + [
+          binaries.directory + "/pg_basebackup", "-D", dataDirectory, "-h", primary.folder, "-p", String(primary.port),
+          "-U", primary.user, "-R", "-X", "stream", "--no-sync",
+        ])
+    }
+  }
+
+  /// Makes a cluster in a new folder with `prepare` (given the programs and the data directory),
+  /// and starts it on a free port.
+  private static func make(
+    listenAddresses: [String], durable: Bool, prepare: (PostgresBinaries, String) throws -> Void
+  ) throws -> PostgresTestServer {
     guard let binaries = availability.binaries else {
       throw TestInfrastructureError(unavailableReason ?? "PostgreSQL is not available")
     }
@@ -158,19 +200,7 @@ public final class PostgresTestServer: Sendable {
     var postmaster: ChildProcess?
     var port = 0
     do {
-      let hostMethod = password == nil ? "trust" : "scram-sha-256"
-      try runCommand(
-        serverUserPrefix + [
-          binaries.initdb, "-D", dataDirectory, "--auth-local=trust", "--auth-host=\(hostMethod)", "-U", "liaison",
-          "--no-sync", "--no-instructions", "-E", "UTF8", "--locale=C",
-        ])
-      // initdb's lines cover the Unix socket and the loopback addresses only.
-      let remoteClients = "host all all 0.0.0.0/0 \(hostMethod)\nhost all all ::/0 \(hostMethod)\n"
-      let hba = try FileHandle(forWritingTo: URL(fileURLWithPath: dataDirectory + "/pg_hba.conf"))
-      defer { try? hba.close() }
-      try hba.seekToEnd()
-      try hba.write(contentsOf: Data(remoteClients.utf8))
-
+      try prepare(binaries, dataDirectory)
       // A port below Linux's ephemeral range (32768-60999) and macOS's (49152-65535), which the
       // kernel hands out to outgoing connections; a port another process took is tried again.
       for attempt in 1...20 {
@@ -188,15 +218,9 @@ public final class PostgresTestServer: Sendable {
       watchdog.abandon()  // it deletes the folder
       throw error
     }
-    let server = PostgresTestServer(
+    return PostgresTestServer(
       binaries: binaries, folder: folder, port: port, listenAddresses: listenAddresses, durable: durable,
       watchdog: watchdog, postmaster: postmaster!)
-    try server.psql("ALTER DATABASE postgres RENAME TO liaison", database: "template1")
-    if let password {
-      // As a literal: psql's -c takes no parameters. Quotes doubled, as SQL escapes them.
-      try server.psql("ALTER ROLE liaison PASSWORD '\(password.replacingOccurrences(of: "'", with: "''"))'")
-    }
-    return server
   }
 
   private init(
@@ -429,14 +453,15 @@ public final class PostgresTestServer: Sendable {
   }
 
   /// Whether `postmaster.pid` says that the postmaster `pid` accepts connections: its first line
-  /// is the pid and its eighth the status, `ready` (what `pg_ctl -w` waits for).
+  /// is the pid and its eighth the status, `ready`, or `standby` for a hot standby (what
+  /// `pg_ctl -w` waits for).
   private static func isReady(dataDirectory: String, postmaster pid: pid_t) -> Bool {
     guard let text = try? String(contentsOfFile: dataDirectory + "/postmaster.pid", encoding: .utf8) else {
       return false
     }
     let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
     return lines.count >= 8 && Int32(lines[0]) == pid
-      && lines[7].trimmingCharacters(in: .whitespaces) == "ready"
+      && ["ready", "standby"].contains(lines[7].trimmingCharacters(in: .whitespaces))
   }
 
   /// An immediate shutdown (`SIGQUIT`) of a running postmaster, `SIGKILL` after 60 s.
