@@ -96,6 +96,10 @@
       var lastError: (any Error)?
       // prefer-standby: the first server that is not a standby is kept until a standby answers.
       var fallback: PostgresConnection?
+      /// Whether `error` ends the search: the caller was cancelled, or the container closed.
+      func endsTheSearch(_ error: any Error) -> Bool {
+        error is CancellationError || Task.isCancelled || closed.withLock { $0 }
+      }
       for target in targets.targets {
         let connection: PostgresConnection
         do {
@@ -105,7 +109,7 @@
             connection = try await connectOnce(to: target)
           }
         } catch {
-          if error is CancellationError || Task.isCancelled || closed.withLock({ $0 }) {
+          if endsTheSearch(error) {
             fallback.map(close)
             throw PostgresErrors.translate(error, doing: "connect to the server")
           }
@@ -137,6 +141,10 @@
           return connection
         } catch {
           close(connection)
+          if endsTheSearch(error) {
+            fallback.map(close)
+            throw PostgresErrors.translate(error, doing: "connect to the server")
+          }
           failures.append((target, PostgresErrors.connectionFailure(error, passwordSource: target.passwordSource)))
           lastError = error
         }
@@ -152,7 +160,9 @@
       }
       throw LiaisonError(
         .unavailable,
-        "Could not connect to any of the \(failures.count) PostgreSQL servers, tried in order: "
+        "Could not connect to "
+          + (failures.count == 1
+            ? "the PostgreSQL server " : "any of the \(failures.count) PostgreSQL servers, tried in order: ")
           + failures.map { "\($0.target.name): \($0.reason)" }.joined(separator: "; ")
           + ". Check that a server runs and can be reached (and, with target_session_attrs, that one is what it "
           + "asks for).", cause: lastError)

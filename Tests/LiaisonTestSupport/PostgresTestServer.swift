@@ -12,8 +12,8 @@ import Foundation
 #endif
 
 /// A throwaway PostgreSQL cluster: its own folder, its own port, the superuser `liaison` with no
-/// password (`trust`), and the database `liaison` (initdb's `postgres`, renamed: there is no
-/// database `postgres`).
+/// password (`trust`; or one that TCP connections must give, with `start(password:)`), and the
+/// database `liaison` (initdb's `postgres`, renamed: there is no database `postgres`).
 ///
 /// A test that needs PostgreSQL is enabled by ``mustRun``, so that it is skipped on a machine
 /// without PostgreSQL but fails, with the reason, in CI:
