@@ -29,11 +29,17 @@
 
     /// This process's environment, user and files.
     static var current: ConnectionEnvironment {
-      var userName: String?
-      var homeDirectory: String?
-      if let entry = getpwuid(geteuid()) {
-        userName = String(cString: entry.pointee.pw_name)
-        homeDirectory = String(cString: entry.pointee.pw_dir)
+      // getpwuid_r: getpwuid's static buffer is not safe while other threads read it.
+      var buffer = [CChar](repeating: 0, count: 16_384)
+      let (userName, homeDirectory) = buffer.withUnsafeMutableBufferPointer { buffer -> (String?, String?) in
+        var entry = passwd()
+        var found: UnsafeMutablePointer<passwd>?
+        guard let start = buffer.baseAddress, getpwuid_r(geteuid(), &entry, start, buffer.count, &found) == 0,
+          found != nil
+        else {
+          return (nil, nil)
+        }
+        return (String(cString: entry.pw_name), String(cString: entry.pw_dir))
       }
       return ConnectionEnvironment(
         variables: ProcessInfo.processInfo.environment, userName: userName, homeDirectory: homeDirectory,

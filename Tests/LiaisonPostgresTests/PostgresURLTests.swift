@@ -129,6 +129,8 @@
       #if os(Linux)
         #expect(PostgresURL.defaultSocketFolder == "/var/run/postgresql")
       #endif
+      // This process's user, as libpq takes it (from the user database, not $USER).
+      #expect(ConnectionEnvironment.current.userName == NSUserName())
       // Without a user name anywhere: an error that says where one goes.
       #expect(problem("postgres://db", .empty)?.contains("it names no user, and neither does $PGUSER") == true)
     }
