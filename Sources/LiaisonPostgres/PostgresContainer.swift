@@ -100,7 +100,8 @@
     ///   in order for every connection. `target_session_attrs` says what a server must be to be
     ///   taken, checked after connecting: `any` (the default), `read-write`, `read-only`,
     ///   `primary`, `standby` or `prefer-standby`. When none fits, the error names each server
-    ///   and why it was passed over.
+    ///   and why it was passed over. Give `read-write` when the hosts are a primary and its
+    ///   standbys: locks taken on two different servers do not exclude each other.
     ///
     /// - Parameters:
     ///   - url: where the server is, and who connects.
