@@ -11,13 +11,18 @@
   /// How `LiaisonPostgres` opens connections, with the settings that bound how long a dead peer
   /// goes unnoticed, and keeps a few idle ones for statements that hold nothing.
   final class Connector: Sendable {
-    let configuration: PostgresConnection.Configuration
-    /// ``configuration`` without the server's keepalive settings, which a pooler in front of the
-    /// server (PgBouncer) refuses as startup parameters: its own settings decide there.
-    private let withoutServerSettings: PostgresConnection.Configuration
-    /// Whether the endpoint refused the server's settings (a pooler): connections are then made
-    /// with ``withoutServerSettings``.
+    /// The servers, tried in order, and what a server must be to be taken.
+    let targets: ConnectionTargets
+    /// Whether the endpoint refused the server's settings as startup parameters (a pooler, such
+    /// as PgBouncer, answering for the server; its own settings decide there): connections are
+    /// then made without them (``serverSettingNames``).
     private let serverSettingsRefused = Locked(false)
+    /// The startup parameters that only a server takes: its keepalives and checks for a vanished
+    /// client.
+    private static let serverSettingNames: Set<String> = [
+      "tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count", "tcp_user_timeout",
+      "client_connection_check_interval",
+    ]
     let timing: DetectionTiming
     /// The logger of postgres-nio's connections and of the failures of background work.
     let logger: Logger
@@ -44,21 +49,28 @@
       weak var session: HeldSession?
     }
 
-    init(configuration: PostgresConnection.Configuration, timing: DetectionTiming, logger: Logger, maximumIdle: Int) {
-      var configuration = configuration
-      configuration.options.additionalStartupParameters += [("application_name", "liaison")]
-      withoutServerSettings = configuration
-      // The server ends the session of a client that stops answering (dead host, cut network)
-      // within about half the detection bound, which releases its advisory locks; and checks
-      // for a vanished client while a statement (a lock wait) runs.
-      configuration.options.additionalStartupParameters += [
-        ("tcp_keepalives_idle", "\(timing.keepaliveIdle)"),
-        ("tcp_keepalives_interval", "\(timing.keepaliveInterval)"),
-        ("tcp_keepalives_count", "\(DetectionTiming.keepaliveCount)"),
-        ("tcp_user_timeout", "\(timing.serverUserTimeoutMilliseconds)"),
-        ("client_connection_check_interval", "\(timing.serverUserTimeoutMilliseconds / 2)"),
-      ]
-      self.configuration = configuration
+    init(targets: ConnectionTargets, timing: DetectionTiming, logger: Logger, maximumIdle: Int) {
+      var targets = targets
+      precondition(!targets.targets.isEmpty, "a Connector needs at least one server to connect to")
+      for index in targets.targets.indices {
+        var parameters = targets.targets[index].configuration.options.additionalStartupParameters
+        // Operators see who is connected in pg_stat_activity: `liaison` unless the URL names it.
+        if !parameters.contains(where: { $0.0 == "application_name" }) {
+          parameters.append(("application_name", "liaison"))
+        }
+        // The server ends the session of a client that stops answering (dead host, cut network)
+        // within about half the detection bound, which releases its advisory locks; and checks
+        // for a vanished client while a statement (a lock wait) runs.
+        parameters += [
+          ("tcp_keepalives_idle", "\(timing.keepaliveIdle)"),
+          ("tcp_keepalives_interval", "\(timing.keepaliveInterval)"),
+          ("tcp_keepalives_count", "\(DetectionTiming.keepaliveCount)"),
+          ("tcp_user_timeout", "\(timing.serverUserTimeoutMilliseconds)"),
+          ("client_connection_check_interval", "\(timing.serverUserTimeoutMilliseconds / 2)"),
+        ]
+        targets.targets[index].configuration.options.additionalStartupParameters = parameters
+      }
+      self.targets = targets
       self.timing = timing
       self.logger = logger
       self.maximumIdle = maximumIdle
@@ -76,43 +88,124 @@
       if closed.withLock({ $0 }) { throw Self.closedError }
     }
 
-    /// A new connection, its socket set to notice a dead server within the detection bound. A
-    /// connection that ends while it is set up is tried once more: a loaded server or machine may
-    /// drop one (seen under Thread Sanitizer with the whole test suite running).
+    /// Seconds to wait for a server: the URL's `connect_timeout`, else the detection timing's.
+    var connectTimeoutSeconds: Int { targets.connectTimeoutSeconds ?? timing.connectTimeoutSeconds }
+
+    /// A new connection, its socket set to notice a dead server within the detection bound.
+    ///
+    /// The servers are tried in order, as libpq tries the hosts of a URL: one that cannot be
+    /// reached, refuses the connection, or is not what `target_session_attrs` asks for (checked
+    /// after connecting) is passed over for the next. The error of a connection that every server
+    /// refused names each server and why. A connection that ends while it is set up is tried once
+    /// more: a loaded server or machine may drop one (seen under Thread Sanitizer with the whole
+    /// test suite running).
     func connect() async throws(LiaisonError) -> PostgresConnection {
       try checkOpen()
-      do {
-        do {
-          return try await connectOnce()
-        } catch let error as PSQLError
-          where error.code == .connectionError && PostgresTLS.connectFailure(error, host: nil) == nil
-        {
-          return try await connectOnce()
-        }
-      } catch {
-        throw PostgresTLS.connectFailure(error, host: configuration.host)
-          ?? PostgresErrors.translate(error, doing: "connect to the server")
+      let attributes = targets.sessionAttributes
+      var failures: [(target: ConnectionTarget, reason: String)] = []
+      var lastError: (any Error)?
+      // prefer-standby: the first server that is not a standby is kept until a standby answers.
+      var fallback: PostgresConnection?
+      /// Whether `error` ends the search: the caller was cancelled, or the container closed.
+      func endsTheSearch(_ error: any Error) -> Bool {
+        error is CancellationError || Task.isCancelled || closed.withLock { $0 }
       }
+      for target in targets.targets {
+        let connection: PostgresConnection
+        do {
+          do {
+            connection = try await connectOnce(to: target)
+          } catch let error as PSQLError
+            where error.code == .connectionError && PostgresTLS.connectFailure(error, host: nil) == nil
+          {
+            connection = try await connectOnce(to: target)  // not a TLS failure, which would fail again
+          }
+        } catch {
+          if endsTheSearch(error) {
+            fallback.map(close)
+            throw PostgresErrors.translate(error, doing: "connect to the server")
+          }
+          let reason =
+            PostgresTLS.connectFailure(error, host: target.configuration.host)?.message
+            ?? PostgresErrors.connectionFailure(error, passwordSource: target.passwordSource)
+          failures.append((target, reason))
+          lastError = error
+          continue
+        }
+        guard attributes.needsCheck else { return connection }
+        do {
+          let rows = try await Self.run(
+            "SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('transaction_read_only') = 'on'",
+            on: connection, within: timing.replyTimeout, logger: logger)
+          guard let state = try rows.first?.decode((Bool, Bool).self) else {
+            throw LiaisonError(.system, "the server did not say whether it is in recovery or read-only")
+          }
+          let (inRecovery, readOnly) = state
+          if let mismatch = attributes.mismatch(inRecovery: inRecovery, readOnly: readOnly, fallback: false) {
+            if attributes.mismatch(inRecovery: inRecovery, readOnly: readOnly, fallback: true) == nil,
+              fallback == nil
+            {
+              fallback = connection
+            } else {
+              close(connection)
+            }
+            failures.append((target, mismatch + ", and target_session_attrs is \(attributes.rawValue)"))
+            continue
+          }
+          fallback.map(close)
+          return connection
+        } catch {
+          close(connection)
+          if endsTheSearch(error) {
+            fallback.map(close)
+            throw PostgresErrors.translate(error, doing: "connect to the server")
+          }
+          failures.append((target, PostgresErrors.connectionFailure(error, passwordSource: target.passwordSource)))
+          lastError = error
+        }
+      }
+      if let fallback { return fallback }
+      if targets.targets.count == 1, failures.count == 1, let lastError, let target = targets.targets.first {
+        if let failure = PostgresTLS.connectFailure(lastError, host: target.configuration.host) { throw failure }
+        let error = PostgresErrors.translate(lastError, doing: "connect to the server")
+        guard let hint = PostgresErrors.passwordHint(lastError, passwordSource: target.passwordSource) else {
+          throw error
+        }
+        throw LiaisonError(
+          error.code, error.message + " " + hint.prefix(1).uppercased() + hint.dropFirst() + ".", cause: lastError)
+      }
+      throw LiaisonError(
+        .unavailable,
+        "Could not connect to "
+          + (failures.count == 1
+            ? "the PostgreSQL server " : "any of the \(failures.count) PostgreSQL servers, tried in order: ")
+          + failures.map { "\($0.target.name): \($0.reason)" }.joined(separator: "; ")
+          + ". Check that a server runs and can be reached (and, with target_session_attrs, that one is what it "
+          + "asks for).", cause: lastError)
     }
 
-    private func connectOnce() async throws -> PostgresConnection {
+    private func connectOnce(to target: ConnectionTarget) async throws -> PostgresConnection {
+      let configuration = target.configuration
       let id = nextID.withLock { id -> Int in
         id += 1
         return id
       }
-      let (channel, socket) = try await makeChannel()
+      let (channel, socket) = try await makeChannel(to: configuration)
       let refused = serverSettingsRefused.withLock { $0 }
       var established = PostgresConnection.Configuration(
         establishedChannel: channel, tls: configuration.tls, username: configuration.username,
         password: configuration.password, database: configuration.database)
-      established.options = refused ? withoutServerSettings.options : configuration.options
+      established.options = configuration.options
+      if refused {
+        established.options.additionalStartupParameters.removeAll { Self.serverSettingNames.contains($0.0) }
+      }
       // The server's name for TLS (SNI, and the check of verify-full), which postgres-nio takes
       // from the host only when it connects itself. An IP address is checked against the
       // certificate's addresses instead.
       if established.options.tlsServerName == nil, let host = configuration.host, !PostgresTLS.isIPAddress(host) {
         established.options.tlsServerName = host
       }
-      established.options.connectTimeout = .seconds(Int64(timing.connectTimeoutSeconds))
+      established.options.connectTimeout = .seconds(Int64(connectTimeoutSeconds))
       let connection: PostgresConnection
       do {
         connection = try await PostgresConnection.connect(
@@ -122,7 +215,7 @@
       {
         // A pooler (PgBouncer) answers for the server, and refuses the server's settings.
         serverSettingsRefused.withLock { $0 = true }
-        return try await connectOnce()
+        return try await connectOnce(to: target)
       }
       let key = ObjectIdentifier(connection)
       if let socket { sockets.withLock { $0[key] = socket } }
@@ -178,11 +271,11 @@
     /// A socket to the server with TCP keepalives (and on Linux a user timeout): a waiter whose
     /// server host died learns it within about half the detection bound. Also returns the
     /// socket's descriptor, when it is known.
-    private func makeChannel() async throws -> (any Channel, CInt?) {
+    private func makeChannel(to configuration: PostgresConnection.Configuration) async throws -> (any Channel, CInt?) {
       var bootstrap = ClientBootstrap(group: PostgresConnection.defaultEventLoopGroup)
-        .connectTimeout(.seconds(Int64(timing.connectTimeoutSeconds)))
+        .connectTimeout(.seconds(Int64(connectTimeoutSeconds)))
       if let path = configuration.unixSocketPath {
-        let socket = try ConnectionSockets.connect(toUnixSocket: path, timeoutSeconds: timing.connectTimeoutSeconds)
+        let socket = try ConnectionSockets.connect(toUnixSocket: path, timeoutSeconds: connectTimeoutSeconds)
         return (try await bootstrap.withConnectedSocket(socket).get(), socket)
       }
       bootstrap = bootstrap.channelOption(.socketOption(.so_keepalive), value: 1)

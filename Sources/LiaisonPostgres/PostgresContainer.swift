@@ -65,26 +65,55 @@
     /// The default number of idle connections kept for reuse: 8.
     public static let defaultMaximumIdleConnections = 8
 
-    /// Opens the place at a `postgres://` URL.
-    ///
-    /// The URL is `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`, or for a Unix socket
-    /// `postgres://USER@/DATABASE?host=/var/run/postgresql`. TLS is chosen as libpq chooses it:
-    ///
-    /// - `sslmode`: `disable`; `allow` or `prefer` (the default: TLS when the server offers it);
-    ///   `require` (always TLS); `verify-ca` (and the server's certificate signed by a trusted
-    ///   root); `verify-full` (and naming HOST). Only `verify-ca` and `verify-full` check the
-    ///   certificate, unless a root is given: then `prefer` and `require` check it as `verify-ca`.
-    /// - `sslrootcert=PATH`: the trusted roots (PEM), such as a managed service's CA bundle;
-    ///   `system` for the system's (with `verify-full` only). Without it, `~/.postgresql/root.crt`.
-    /// - `sslcert=PATH` and `sslkey=PATH`: a client certificate and its key (PEM, no
-    ///   passphrase, mode 0600); without them, `~/.postgresql/postgresql.crt` and `.key` when
-    ///   they exist.
+    /// Opens the place at a `postgres://` URL, read with libpq's conventions, as `psql` reads it.
     ///
     /// ```swift
+    /// // The password from ~/.pgpass or $PGPASSWORD; the first of two servers that takes writes.
     /// let place = try await PostgresContainer(
-    ///   url: "postgres://app@db.internal/app?sslmode=verify-full&sslrootcert=/etc/liaison/db-ca.pem",
-    ///   namespace: "billing")
+    ///   url: "postgres://app@db1,db2/app?target_session_attrs=read-write", namespace: "billing")
     /// ```
+    ///
+    /// The URL is `postgres://[USER[:PASSWORD]@][HOST[:PORT][,HOST[:PORT]...]][/DATABASE][?PARAMETERS]`;
+    /// HOST may be a Unix socket's folder, percent-encoded, or given as `?host=/var/run/postgresql`.
+    /// The parameters read are `host`, `port`, `user`, `password`, `dbname`, `sslmode`,
+    /// `sslrootcert`, `sslcert`, `sslkey`, `application_name`, `fallback_application_name`,
+    /// `connect_timeout` and `target_session_attrs`; any other is refused.
+    ///
+    /// What the URL leaves out comes, as in libpq, from `PGHOST`, `PGPORT`, `PGUSER`,
+    /// `PGDATABASE`, `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`, `PGAPPNAME`,
+    /// `PGCONNECT_TIMEOUT` and `PGTARGETSESSIONATTRS`
+    /// (the URL wins over them; an empty variable counts as unset), then from the defaults: the
+    /// name of the user this process runs as, a database of that name, port 5432, and the Unix
+    /// socket folder `/var/run/postgresql` on Linux (Debian's), `/tmp` elsewhere. So
+    /// `postgres://` alone connects as `psql` with no arguments would.
+    ///
+    /// - **Password**: the URL's, else `PGPASSWORD`, else the matching line of the password file
+    ///   (`~/.pgpass`, or the file `PGPASSFILE` names: `hostname:port:database:username:password`,
+    ///   `*` for any, `\:` and `\\` to escape). Put it in the file rather than in the URL, which
+    ///   shows in `ps` and shell history. A password file with any permission for its group or
+    ///   others is refused with libpq's message ("password file … has group or world access;
+    ///   permissions should be u=rw (0600) or less"), where libpq would skip it; so is one owned
+    ///   by another user. A missing file, or one that is not a regular file, is passed over.
+    /// - **`application_name`**: what `pg_stat_activity` shows for the container's connections;
+    ///   `liaison` unless the URL or `PGAPPNAME` names one.
+    /// - **`connect_timeout`**: seconds to wait for each server (at least 2); without it, or with
+    ///   0, 30 seconds or three detection bounds, whichever is longer.
+    /// - **Several hosts** (`h1:5432,h2:5433`, or comma lists in `host`, `PGHOST`, `PGPORT`): tried
+    ///   in order for every connection. `target_session_attrs` says what a server must be to be
+    ///   taken, checked after connecting: `any` (the default), `read-write`, `read-only`,
+    ///   `primary`, `standby` or `prefer-standby`. When none fits, the error names each server
+    ///   and why it was passed over. Give `read-write` when the hosts are a primary and its
+    ///   standbys: locks taken on two different servers do not exclude each other.
+    /// - **TLS**, chosen as libpq chooses it:
+    ///   - `sslmode`: `disable`; `allow` or `prefer` (the default: TLS when the server offers it);
+    ///     `require` (always TLS); `verify-ca` (and the server's certificate signed by a trusted
+    ///     root); `verify-full` (and naming HOST). Only `verify-ca` and `verify-full` check the
+    ///     certificate, unless a root is given: then `prefer` and `require` check it as `verify-ca`.
+    ///   - `sslrootcert=PATH`: the trusted roots (PEM), such as a managed service's CA bundle;
+    ///     `system` for the system's (with `verify-full` only). Without it, `~/.postgresql/root.crt`.
+    ///   - `sslcert=PATH` and `sslkey=PATH`: a client certificate and its key (PEM, no
+    ///     passphrase, mode 0600); without them, `~/.postgresql/postgresql.crt` and `.key` when
+    ///     they exist.
     ///
     /// - Parameters:
     ///   - url: where the server is, and who connects.
@@ -96,13 +125,14 @@
     ///   - maximumIdleConnections: how many idle connections are kept for reuse (at least 0).
     ///   - encoder: makes the `JSONEncoder` of values and payloads (a date or key strategy).
     ///   - decoder: makes the `JSONDecoder` that reads them back.
-    /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a URL that cannot be read or
-    ///   a TLS file that is missing or not PEM (`verify-ca` or `verify-full` without a root
-    ///   certificate included), ``/Liaison/LiaisonError/Code/unsafeFile`` for a key file others
-    ///   may read, ``/Liaison/LiaisonError/Code/invalidName`` for a namespace that breaks the
-    ///   naming rule, ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached or
-    ///   the TLS handshake fails (the message says why: an untrusted certificate, a host name it
-    ///   does not name, a client certificate refused), and
+    /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a URL (or a variable) that
+    ///   cannot be read, or a TLS file that is missing or not PEM (`verify-ca` or `verify-full`
+    ///   without a root certificate included), or an endpoint that shares sessions between clients
+    ///   (a pooler in transaction mode); ``/Liaison/LiaisonError/Code/unsafeFile`` for a password
+    ///   file or key file that others may read; ``/Liaison/LiaisonError/Code/invalidName`` for a
+    ///   namespace that breaks the naming rule; ``/Liaison/LiaisonError/Code/unavailable`` when no
+    ///   server can be reached or the TLS handshake fails (the message says why: an untrusted
+    ///   certificate, a host name it does not name, a client certificate refused); and
     ///   ``/Liaison/LiaisonError/Code/incompatibleSchema`` when a later version of Liaison set up
     ///   the database's schema and this one cannot use it (see <doc:MovingToSeveralMachines>).
     public convenience init(
@@ -113,15 +143,31 @@
       decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
     ) async throws(LiaisonError) {
       try await self.init(
-        configuration: try PostgresURL.configuration(url), namespace: namespace, detectionBound: detectionBound,
-        logger: logger, maximumIdleConnections: maximumIdleConnections, encoder: encoder, decoder: decoder)
+        url: url, environment: .current, namespace: namespace, detectionBound: detectionBound, logger: logger,
+        maximumIdleConnections: maximumIdleConnections, encoder: encoder, decoder: decoder)
+    }
+
+    /// Opens the place at `url`, read with `environment` rather than this process's (the tests'
+    /// form of ``init(url:namespace:detectionBound:logger:maximumIdleConnections:encoder:decoder:)``).
+    convenience init(
+      url: String, environment: ConnectionEnvironment, namespace: String,
+      detectionBound: Duration = PostgresContainer.defaultDetectionBound,
+      logger: Logger = PostgresContainer.defaultLogger,
+      maximumIdleConnections: Int = PostgresContainer.defaultMaximumIdleConnections,
+      encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
+      decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+    ) async throws(LiaisonError) {
+      try await self.init(
+        targets: try PostgresURL(url, environment: environment).connectionTargets(), namespace: namespace,
+        detectionBound: detectionBound, logger: logger, maximumIdleConnections: maximumIdleConnections,
+        encoder: encoder, decoder: decoder)
     }
 
     /// Opens the place with a postgres-nio configuration.
     ///
     /// - Parameters:
     ///   - configuration: where the server is, and who connects; Liaison adds its keepalive
-    ///     settings to the startup parameters.
+    ///     settings to the startup parameters, and `application_name=liaison` unless they name one.
     ///   - namespace: the namespace of the place's names (see ``namespace``).
     ///   - detectionBound: how soon a dead peer is noticed (default 10 s, at least 2 s).
     ///     A holder whose host dies or whose network is cut loses its locks and claims within
@@ -135,13 +181,25 @@
     ///   - maximumIdleConnections: how many idle connections are kept for reuse (at least 0).
     ///   - encoder: makes the `JSONEncoder` of values and payloads (a date or key strategy).
     ///   - decoder: makes the `JSONDecoder` that reads them back.
-    public init(
+    public convenience init(
       configuration: PostgresConnection.Configuration, namespace: String,
       detectionBound: Duration = PostgresContainer.defaultDetectionBound,
       logger: Logger = PostgresContainer.defaultLogger,
       maximumIdleConnections: Int = PostgresContainer.defaultMaximumIdleConnections,
       encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
       decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+    ) async throws(LiaisonError) {
+      try await self.init(
+        targets: ConnectionTargets(targets: [ConnectionTarget(configuration: configuration)]), namespace: namespace,
+        detectionBound: detectionBound, logger: logger, maximumIdleConnections: maximumIdleConnections,
+        encoder: encoder, decoder: decoder)
+    }
+
+    /// Opens the place on the first of `targets` that fits.
+    init(
+      targets: ConnectionTargets, namespace: String, detectionBound: Duration, logger: Logger,
+      maximumIdleConnections: Int, encoder: @escaping @Sendable () -> JSONEncoder,
+      decoder: @escaping @Sendable () -> JSONDecoder
     ) async throws(LiaisonError) {
       guard detectionBound >= .seconds(2) else {
         throw LiaisonError(
@@ -157,7 +215,7 @@
       self.namespace = try LiaisonName(namespace)
       self.detectionBound = detectionBound
       connector = Connector(
-        configuration: configuration, timing: DetectionTiming(bound: detectionBound), logger: logger,
+        targets: targets, timing: DetectionTiming(bound: detectionBound), logger: logger,
         maximumIdle: maximumIdleConnections)
       senderID = UInt64.random(in: 1...UInt64.max)
       host = ProcessInfo.processInfo.hostName

@@ -59,6 +59,38 @@
       }
     }
 
+    /// Why connecting to one server failed, in a few words, for the error that lists every server
+    /// tried; with ``passwordHint(_:passwordSource:)`` when the password was refused or missing.
+    static func connectionFailure(_ error: any Error, passwordSource: String?) -> String {
+      let reason: String
+      if let error = error as? LiaisonError {
+        reason = error.message
+      } else if let psql = error as? PSQLError {
+        if let info = psql.serverInfo {
+          reason = "the server said \(info[.message] ?? "no message") (SQLSTATE \(info[.sqlState] ?? "?"))"
+        } else {
+          reason = "\(psql.code)" + (psql.underlying.map { " (\($0))" } ?? "")
+        }
+      } else if let failure = error as? NIOConnectionError, let first = failure.connectionErrors.first {
+        reason = "\(first.error)"
+      } else {
+        reason = "\(error)"
+      }
+      return passwordHint(error, passwordSource: passwordSource).map { reason + " (\($0))" } ?? reason
+    }
+
+    /// Where the password came from, or how to give one, when `error` is a refused or missing
+    /// password (SQLSTATE 28P01 or 28000, or a server that asks for a password when none was
+    /// given), as a clause to add to a message; `nil` otherwise. Never the password itself.
+    static func passwordHint(_ error: any Error, passwordSource: String?) -> String? {
+      guard let psql = error as? PSQLError else { return nil }
+      let refused = ["28P01", "28000"].contains(psql.serverInfo?[.sqlState] ?? "")
+      guard refused || psql.code == .authMechanismRequiresPassword else { return nil }
+      if let passwordSource { return "the password came from \(passwordSource)" }
+      return "no password was given: put it in the password file (~/.pgpass or $PGPASSFILE, mode 0600), in "
+        + "$PGPASSWORD, or in the URL"
+    }
+
     /// Runs `body`, throwing what it throws as ``translate(_:doing:timeout:)`` makes it.
     static func typed<Result>(doing what: String, _ body: () async throws -> Result) async throws(LiaisonError)
       -> Result

@@ -11,7 +11,9 @@ import Liaison
 ///
 /// The command line wins over the environment: `--container` or `--postgres` on the line is
 /// used; else `$LIAISON_POSTGRES_URL` if set; else `$LIAISON_CONTAINER`; else the per-user
-/// folder. A command adopts it with `@OptionGroup var options: PlaceOptions` and
+/// folder. The URL is read with libpq's conventions (see `PostgresContainer.init(url:…)`): what it
+/// leaves out comes from `PGHOST`, `PGUSER`, `PGPASSWORD`, … and `~/.pgpass`, so a password need
+/// not appear on the command line. A command adopts it with `@OptionGroup var options: PlaceOptions` and
 /// `options.withPlace(creating:) { place in … }`, written once against ``CommandPlace``.
 struct PlaceOptions: ParsableArguments {
   /// The variable that names a database when the command line names no place.
@@ -27,6 +29,12 @@ struct PlaceOptions: ParsableArguments {
     name: .long,
     help: ArgumentHelp(
       "The PostgreSQL database to coordinate in, instead of a folder (default: $\(postgresVariable)).",
+      discussion: """
+        libpq's conventions: what the URL leaves out comes from PGHOST, PGPORT, PGUSER, PGDATABASE, PGAPPNAME, … \
+        (the URL wins), the password from the URL, else PGPASSWORD, else ~/.pgpass or $PGPASSFILE (mode 0600). \
+        Leave the password out of the URL: it shows in ps and shell history. Several hosts: \
+        postgres://u@h1,h2/db?target_session_attrs=read-write.
+        """,
       valueName: "url"))
   var postgres: String?
 

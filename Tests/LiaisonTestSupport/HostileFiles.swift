@@ -31,6 +31,16 @@ public func overwrite(_ path: String, with bytes: [UInt8]) throws {
   guard written == bytes.count else { throw PeerError("cannot write \(path): errno \(errno)") }
 }
 
+/// Writes `text` to a new file at `path`, readable and writable by its owner only (0600).
+public func writePrivateFile(_ path: String, _ text: String) throws {
+  let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+  guard fd >= 0 else { throw PeerError("cannot create \(path): errno \(errno)") }
+  defer { close(fd) }
+  let bytes = Array(text.utf8)
+  let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+  guard written == bytes.count else { throw PeerError("cannot write \(path): errno \(errno)") }
+}
+
 /// Cuts the file at `path` to `size` bytes, in place.
 public func truncateFile(_ path: String, to size: Int) throws {
   guard truncate(path, off_t(size)) == 0 else { throw PeerError("cannot truncate \(path): errno \(errno)") }

@@ -12,8 +12,8 @@ import Foundation
 #endif
 
 /// A throwaway PostgreSQL cluster: its own folder, its own port, the superuser `liaison` with no
-/// password (`trust`), and the database `liaison` (initdb's `postgres`, renamed: there is no
-/// database `postgres`).
+/// password (`trust`; or one that TCP connections must give, with `start(password:)`), and the
+/// database `liaison` (initdb's `postgres`, renamed: there is no database `postgres`).
 ///
 /// A test that needs PostgreSQL is enabled by ``mustRun``, so that it is skipped on a machine
 /// without PostgreSQL but fails, with the reason, in CI:
@@ -28,7 +28,7 @@ import Foundation
 /// ```
 ///
 /// ``shared`` is one server for the whole test process, for the tests that neither stop nor kill
-/// it; a test that does starts its own with ``start(listenAddresses:durable:tls:)``.
+/// it; a test that does starts its own with ``start(listenAddresses:durable:password:tls:)``.
 ///
 /// The postmaster is a child of this process (not daemonized by `pg_ctl`), so that this process
 /// reaps it the moment it ends: a postmaster left a zombie (an orphan whose reaper is slow, as
@@ -58,7 +58,7 @@ public final class PostgresTestServer: Sendable {
   public let logFile: String
   /// The superuser the tests connect as (no password: `trust`).
   public let user = "liaison"
-  /// The database the tests use: initdb's `postgres`, renamed by ``start(listenAddresses:durable:tls:)``
+  /// The database the tests use: initdb's `postgres`, renamed by ``start(listenAddresses:durable:password:tls:)``
   /// (instantly, where `CREATE DATABASE` takes half a second of copying and syncing files).
   public let database = "liaison"
   /// Whether the server commits durably (`fsync=on`, PostgreSQL's default).
@@ -135,12 +135,63 @@ public final class PostgresTestServer: Sendable {
   ///     listens on a Unix socket in ``folder``, which ``psql(_:)`` uses.
   ///   - durable: `false` sets `fsync=off`: faster, and a crash of the machine (not of the
   ///     server) may lose or damage data. Keep the default for benchmarks and crash tests.
+  ///   - password: when given, the superuser has this password, and TCP connections must give it
+  ///     (`scram-sha-256`); the Unix socket, which ``psql(_:)`` uses, stays `trust`.
   ///   - tls: the server's certificate and what it asks of clients over TCP (see
-  ///     ``PostgresTestTLS``); `nil` for no TLS.
+  ///     ``PostgresTestTLS``), which then decides the TCP authentication; `nil` for no TLS.
   /// - Throws: ``TestInfrastructureError`` when PostgreSQL is missing (``unavailableReason``)
   ///   or does not start, with the failing command's error output or the server's log.
   public static func start(
-    listenAddresses: [String] = ["127.0.0.1"], durable: Bool = true, tls: PostgresTestTLS? = nil
+    listenAddresses: [String] = ["127.0.0.1"], durable: Bool = true, password: String? = nil,
+    tls: PostgresTestTLS? = nil
+  ) throws -> PostgresTestServer {
+    let hostMethod = password == nil ? "trust" : "scram-sha-256"
+    let server = try make(listenAddresses: listenAddresses, durable: durable) { binaries, dataDirectory in
+      try runCommand(
+        serverUserPrefix + [
+          binaries.initdb, "-D", dataDirectory, "--auth-local=trust", "--auth-host=\(hostMethod)", "-U", "liaison",
+          "--no-sync", "--no-instructions", "-E", "UTF8", "--locale=C",
+        ])
+      if let tls {
+        try tls.install(
+          folder: URL(fileURLWithPath: dataDirectory).deletingLastPathComponent().path,
+          dataDirectory: dataDirectory)
+        return
+      }
+      // initdb's lines cover the Unix socket and the loopback addresses only.
+      let remoteClients = "host all all 0.0.0.0/0 \(hostMethod)\nhost all all ::/0 \(hostMethod)\n"
+      let hba = try FileHandle(forWritingTo: URL(fileURLWithPath: dataDirectory + "/pg_hba.conf"))
+      defer { try? hba.close() }
+      try hba.seekToEnd()
+      try hba.write(contentsOf: Data(remoteClients.utf8))
+    }
+    try server.psql("ALTER DATABASE postgres RENAME TO liaison", database: "template1")
+    if let password {
+      // As a literal: psql's -c takes no parameters. Quotes doubled, as SQL escapes them.
+      try server.psql("ALTER ROLE liaison PASSWORD '\(password.replacingOccurrences(of: "'", with: "''"))'")
+    }
+    return server
+  }
+
+  /// Starts a hot standby of `primary`: a copy made with `pg_basebackup -R` that streams its
+  /// changes and answers read-only queries (`pg_is_in_recovery()` is true), on a port of its own,
+  /// with `primary`'s roles, passwords and authentication.
+  ///
+  /// - Throws: ``TestInfrastructureError`` when PostgreSQL is missing or the copy fails.
+  public static func startStandby(of primary: PostgresTestServer) throws -> PostgresTestServer {
+    try make(listenAddresses: primary.listenAddresses, durable: primary.durable) { binaries, dataDirectory in
+      try runCommand(
+        serverUserPrefix + [
+          binaries.directory + "/pg_basebackup", "-D", dataDirectory, "-h", primary.folder, "-p", String(primary.port),
+          "-U", primary.user, "-R", "-X", "stream", "--no-sync",
+        ])
+    }
+  }
+
+  /// Makes a cluster in a new folder with `prepare` (given the programs and the data directory),
+  /// and starts it on a free port.
+  private static func make(
+    listenAddresses: [String], durable: Bool, prepare: (PostgresBinaries, String) throws -> Void
   ) throws -> PostgresTestServer {
     guard let binaries = availability.binaries else {
       throw TestInfrastructureError(unavailableReason ?? "PostgreSQL is not available")
@@ -158,22 +209,7 @@ public final class PostgresTestServer: Sendable {
     var postmaster: ChildProcess?
     var port = 0
     do {
-      try runCommand(
-        serverUserPrefix + [
-          binaries.initdb, "-D", dataDirectory, "-A", "trust", "-U", "liaison", "--no-sync", "--no-instructions",
-          "-E", "UTF8", "--locale=C",
-        ])
-      if let tls {
-        try tls.install(folder: folder, dataDirectory: dataDirectory)
-      } else {
-        // initdb's `trust` covers the Unix socket and the loopback addresses only.
-        let remoteClients = "host all all 0.0.0.0/0 trust\nhost all all ::/0 trust\n"
-        let hba = try FileHandle(forWritingTo: URL(fileURLWithPath: dataDirectory + "/pg_hba.conf"))
-        defer { try? hba.close() }
-        try hba.seekToEnd()
-        try hba.write(contentsOf: Data(remoteClients.utf8))
-      }
-
+      try prepare(binaries, dataDirectory)
       // A port below Linux's ephemeral range (32768-60999) and macOS's (49152-65535), which the
       // kernel hands out to outgoing connections; a port another process took is tried again.
       for attempt in 1...20 {
@@ -191,11 +227,9 @@ public final class PostgresTestServer: Sendable {
       watchdog.abandon()  // it deletes the folder
       throw error
     }
-    let server = PostgresTestServer(
+    return PostgresTestServer(
       binaries: binaries, folder: folder, port: port, listenAddresses: listenAddresses, durable: durable,
       watchdog: watchdog, postmaster: postmaster!)
-    try server.psql("ALTER DATABASE postgres RENAME TO liaison", database: "template1")
-    return server
   }
 
   private init(
@@ -429,14 +463,15 @@ public final class PostgresTestServer: Sendable {
   }
 
   /// Whether `postmaster.pid` says that the postmaster `pid` accepts connections: its first line
-  /// is the pid and its eighth the status, `ready` (what `pg_ctl -w` waits for).
+  /// is the pid and its eighth the status, `ready`, or `standby` for a hot standby (what
+  /// `pg_ctl -w` waits for).
   private static func isReady(dataDirectory: String, postmaster pid: pid_t) -> Bool {
     guard let text = try? String(contentsOfFile: dataDirectory + "/postmaster.pid", encoding: .utf8) else {
       return false
     }
     let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
     return lines.count >= 8 && Int32(lines[0]) == pid
-      && lines[7].trimmingCharacters(in: .whitespaces) == "ready"
+      && ["ready", "standby"].contains(lines[7].trimmingCharacters(in: .whitespaces))
   }
 
   /// An immediate shutdown (`SIGQUIT`) of a running postmaster, `SIGKILL` after 60 s.
