@@ -26,7 +26,13 @@
       }
       do {
         let before = try await backend(of: first)
-        _ = try await Self.run("BEGIN", on: second, within: timing.replyTimeout, logger: quietLogger)
+        do {
+          _ = try await Self.run("BEGIN", on: second, within: timing.replyTimeout, logger: quietLogger)
+        } catch let error as PSQLError
+          where error.serverInfo?[.message]?.contains("not allowed in statement pooling mode") == true
+        {
+          throw Self.sharedSessions  // PgBouncer in statement mode refuses transactions
+        }
         let other = try await backend(of: second)
         let after = try await backend(of: first)
         _ = try await Self.run("ROLLBACK", on: second, within: timing.replyTimeout, logger: quietLogger)

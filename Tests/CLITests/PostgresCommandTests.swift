@@ -53,6 +53,24 @@ import Testing
 
     // MARK: - lock
 
+    /// Through a pooler in transaction mode, where its lock would be shared with the pooler's
+    /// other clients, `liaison lock` refuses at once, says what to do, and never runs its command.
+    @Test(
+      .enabled(
+        if: PostgresTestServer.mustRun && PgBouncerTestServer.mustRun,
+        "needs PostgreSQL and PgBouncer (apt-get install postgresql pgbouncer)"))
+    func lockThroughATransactionPoolerRefusesAndRunsNothing() throws {
+      let server = try PostgresTestServer.shared.get()
+      let bouncer = try PgBouncerTestServer.start(in: server, mode: .transaction)
+      defer { bouncer.remove() }
+      let marker = directory.path + "/ran"
+      let (status, _, errors) = try liaison(
+        ["lock", "--postgres", bouncer.url, "--namespace", namespace, "job", "--", "touch", marker])
+      #expect(status != 0)
+      #expect(errors.contains("pooler in transaction or statement mode"), "\(errors)")
+      #expect(!FileManager.default.fileExists(atPath: marker))
+    }
+
     /// Three `liaison lock` started at once run their commands one at a time, each with a fencing
     /// token larger than the one before.
     @Test(.enabled(if: PostgresTestServer.mustRun, "needs PostgreSQL (apt-get install postgresql)"))

@@ -85,7 +85,7 @@
       await next.close()
     }
 
-    private func exercise(_ place: some CoordinationStore) async throws {
+    func exercise(_ place: some CoordinationStore) async throws {
       try await exerciseLock(place)
       try await exercisePresence(place)
       try await exerciseSignal(place)

@@ -596,7 +596,7 @@ private let setprivPath = "/usr/bin/setpriv"
 
 /// What runs a command as ``serverUser`` when this process is root: `setpriv`, which executes the
 /// command in its own process (`runuser` would stay its parent) with the user's ids and groups.
-private let serverUserPrefix: [String] =
+let serverUserPrefix: [String] =
   isRoot ? [setprivPath, "--reuid=\(serverUser)", "--regid=\(serverUser)", "--init-groups", "--"] : []
 
 /// The processes whose parent is `pid` (Linux: read from `/proc`; none elsewhere).
@@ -637,7 +637,7 @@ private func sendSignal(_ signal: Int32, to pid: pid_t) {
 }
 
 /// What the file at `path` holds from byte `offset` on, as text.
-private func logText(_ path: String, from offset: Int) -> String {
+func logText(_ path: String, from offset: Int) -> String {
   guard let data = FileManager.default.contents(atPath: path) else { return "" }
   return String(decoding: data.dropFirst(offset), as: UTF8.self)
 }
