@@ -32,6 +32,8 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+    // For the tests' own event loop group (NIOPosix); postgres-nio depends on it already.
+    .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     // `swift package generate-documentation`: the DocC catalogs in Sources/*/*.docc (.ci/run).
     .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
   ],
@@ -143,7 +145,10 @@ let package = Package(
     // package trait `Postgres`).
     .testTarget(
       name: "LiaisonPostgresTests",
-      dependencies: ["Liaison", "LiaisonStore", "LiaisonPostgres", "LiaisonTestSupport", "LiaisonTestPeer"],
+      dependencies: [
+        "Liaison", "LiaisonStore", "LiaisonPostgres", "LiaisonTestSupport", "LiaisonTestPeer",
+        .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Postgres"])),
+      ],
       swiftSettings: strictSettings
     ),
     .testTarget(

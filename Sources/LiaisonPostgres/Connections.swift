@@ -28,6 +28,8 @@
     let logger: Logger
     /// How many idle connections are kept for reuse at most.
     let maximumIdle: Int
+    /// The event loops of the connections.
+    let eventLoopGroup: any EventLoopGroup
     /// The container's background tasks, which ``PostgresContainer/close()`` ends.
     let background = BackgroundWork()
     /// Set by ``PostgresContainer/close()``: no connection is made or lent any more.
@@ -49,7 +51,11 @@
       weak var session: HeldSession?
     }
 
-    init(targets: ConnectionTargets, timing: DetectionTiming, logger: Logger, maximumIdle: Int) {
+    init(
+      targets: ConnectionTargets, timing: DetectionTiming, logger: Logger, maximumIdle: Int,
+      eventLoopGroup: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup
+    ) {
+      self.eventLoopGroup = eventLoopGroup
       var targets = targets
       precondition(!targets.targets.isEmpty, "a Connector needs at least one server to connect to")
       for index in targets.targets.indices {
@@ -272,7 +278,7 @@
     /// server host died learns it within about half the detection bound. Also returns the
     /// socket's descriptor, when it is known.
     private func makeChannel(to configuration: PostgresConnection.Configuration) async throws -> (any Channel, CInt?) {
-      var bootstrap = ClientBootstrap(group: PostgresConnection.defaultEventLoopGroup)
+      var bootstrap = ClientBootstrap(group: eventLoopGroup)
         .connectTimeout(.seconds(Int64(connectTimeoutSeconds)))
       if let path = configuration.unixSocketPath {
         let socket = try ConnectionSockets.connect(toUnixSocket: path, timeoutSeconds: connectTimeoutSeconds)

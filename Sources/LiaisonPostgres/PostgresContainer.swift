@@ -30,7 +30,7 @@
   public final class PostgresContainer: Sendable {
     /// The namespace: names of locks, presences and signals are unique within it.
     public let namespace: LiaisonName
-    /// How soon a dead peer is noticed; see ``init(configuration:namespace:detectionBound:logger:maximumIdleConnections:encoder:decoder:)``.
+    /// How soon a dead peer is noticed; see ``init(configuration:namespace:detectionBound:logger:maximumIdleConnections:eventLoopGroup:encoder:decoder:)``.
     public let detectionBound: Duration
     let connector: Connector
     let listener: Listener
@@ -119,10 +119,14 @@
     ///   - url: where the server is, and who connects.
     ///   - namespace: the namespace of the place's names (see ``namespace``).
     ///   - detectionBound: how soon a dead peer is noticed (see
-    ///     ``init(configuration:namespace:detectionBound:logger:maximumIdleConnections:encoder:decoder:)``).
+    ///     ``init(configuration:namespace:detectionBound:logger:maximumIdleConnections:eventLoopGroup:encoder:decoder:)``).
     ///   - logger: postgres-nio's logger, and the one of failures in the container's background
     ///     work (``defaultLogger``: critical messages only).
     ///   - maximumIdleConnections: how many idle connections are kept for reuse (at least 0).
+    ///   - eventLoopGroup: the SwiftNIO event loops of the container's connections: the
+    ///     application's own, or postgres-nio's shared group (the default). The container
+    ///     neither starts nor shuts it down. (It takes no `PostgresClient`: a pool lends a
+    ///     connection for a closure, while a lock's session must last as long as it is held.)
     ///   - encoder: makes the `JSONEncoder` of values and payloads (a date or key strategy).
     ///   - decoder: makes the `JSONDecoder` that reads them back.
     /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a URL (or a variable) that
@@ -139,28 +143,31 @@
       url: String, namespace: String, detectionBound: Duration = PostgresContainer.defaultDetectionBound,
       logger: Logger = PostgresContainer.defaultLogger,
       maximumIdleConnections: Int = PostgresContainer.defaultMaximumIdleConnections,
+      eventLoopGroup: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup,
       encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
       decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
     ) async throws(LiaisonError) {
       try await self.init(
         url: url, environment: .current, namespace: namespace, detectionBound: detectionBound, logger: logger,
-        maximumIdleConnections: maximumIdleConnections, encoder: encoder, decoder: decoder)
+        maximumIdleConnections: maximumIdleConnections, eventLoopGroup: eventLoopGroup, encoder: encoder,
+        decoder: decoder)
     }
 
     /// Opens the place at `url`, read with `environment` rather than this process's (the tests'
-    /// form of ``init(url:namespace:detectionBound:logger:maximumIdleConnections:encoder:decoder:)``).
+    /// form of ``init(url:namespace:detectionBound:logger:maximumIdleConnections:eventLoopGroup:encoder:decoder:)``).
     convenience init(
       url: String, environment: ConnectionEnvironment, namespace: String,
       detectionBound: Duration = PostgresContainer.defaultDetectionBound,
       logger: Logger = PostgresContainer.defaultLogger,
       maximumIdleConnections: Int = PostgresContainer.defaultMaximumIdleConnections,
+      eventLoopGroup: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup,
       encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
       decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
     ) async throws(LiaisonError) {
       try await self.init(
         targets: try PostgresURL(url, environment: environment).connectionTargets(), namespace: namespace,
         detectionBound: detectionBound, logger: logger, maximumIdleConnections: maximumIdleConnections,
-        encoder: encoder, decoder: decoder)
+        eventLoopGroup: eventLoopGroup, encoder: encoder, decoder: decoder)
     }
 
     /// Opens the place with a postgres-nio configuration.
@@ -179,6 +186,10 @@
     ///   - logger: postgres-nio's logger, and the one of failures in the container's background
     ///     work (``defaultLogger``: critical messages only).
     ///   - maximumIdleConnections: how many idle connections are kept for reuse (at least 0).
+    ///   - eventLoopGroup: the SwiftNIO event loops of the container's connections: the
+    ///     application's own, or postgres-nio's shared group (the default). The container
+    ///     neither starts nor shuts it down. (It takes no `PostgresClient`: a pool lends a
+    ///     connection for a closure, while a lock's session must last as long as it is held.)
     ///   - encoder: makes the `JSONEncoder` of values and payloads (a date or key strategy).
     ///   - decoder: makes the `JSONDecoder` that reads them back.
     public convenience init(
@@ -186,19 +197,20 @@
       detectionBound: Duration = PostgresContainer.defaultDetectionBound,
       logger: Logger = PostgresContainer.defaultLogger,
       maximumIdleConnections: Int = PostgresContainer.defaultMaximumIdleConnections,
+      eventLoopGroup: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup,
       encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
       decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
     ) async throws(LiaisonError) {
       try await self.init(
         targets: ConnectionTargets(targets: [ConnectionTarget(configuration: configuration)]), namespace: namespace,
         detectionBound: detectionBound, logger: logger, maximumIdleConnections: maximumIdleConnections,
-        encoder: encoder, decoder: decoder)
+        eventLoopGroup: eventLoopGroup, encoder: encoder, decoder: decoder)
     }
 
     /// Opens the place on the first of `targets` that fits.
     init(
       targets: ConnectionTargets, namespace: String, detectionBound: Duration, logger: Logger,
-      maximumIdleConnections: Int, encoder: @escaping @Sendable () -> JSONEncoder,
+      maximumIdleConnections: Int, eventLoopGroup: any EventLoopGroup, encoder: @escaping @Sendable () -> JSONEncoder,
       decoder: @escaping @Sendable () -> JSONDecoder
     ) async throws(LiaisonError) {
       guard detectionBound >= .seconds(2) else {
@@ -216,7 +228,7 @@
       self.detectionBound = detectionBound
       connector = Connector(
         targets: targets, timing: DetectionTiming(bound: detectionBound), logger: logger,
-        maximumIdle: maximumIdleConnections)
+        maximumIdle: maximumIdleConnections, eventLoopGroup: eventLoopGroup)
       senderID = UInt64.random(in: 1...UInt64.max)
       host = ProcessInfo.processInfo.hostName
       listener = Listener(connector: connector)

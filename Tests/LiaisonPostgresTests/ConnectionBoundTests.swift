@@ -2,6 +2,7 @@
   import Foundation
   import Liaison
   import LiaisonTestSupport
+  import NIOPosix
   import Testing
 
   @testable import LiaisonPostgres
@@ -62,6 +63,23 @@
       #expect(mostConnections.withLock { $0 } <= 2, "the waiting process had \(mostConnections.withLock { $0 }) open")
       await holderPlace.close()
       await waiterPlace.close()
+    }
+
+    /// A container runs its connections on the event loops it is given (the application's own
+    /// group here), and every part works there.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func theConnectionsRunOnTheEventLoopsTheContainerIsGiven() async throws {
+      let server = try PostgresTestServer.shared.get()
+      let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+      let loop = group.next()
+      let place = try await PostgresContainer(
+        url: BackendPlace.url(server), namespace: "loops-\(UInt32.random(in: 0...UInt32.max))", eventLoopGroup: group)
+      let connection = try await place.connector.take()
+      #expect(connection.eventLoop === loop)
+      place.connector.giveBack(connection)
+      try await OneAPITests().exercise(place)
+      await place.close()
+      try await group.shutdownGracefully()
     }
   }
 #endif
