@@ -16,7 +16,7 @@ func now() -> UInt64 {
 
 /// The samples of one measured thing, with its median and 99th percentile.
 struct Measurement: Encodable {
-  let name: String
+  private(set) var name: String
   let median: Double
   let p99: Double
   let samples: Int
@@ -28,6 +28,13 @@ struct Measurement: Encodable {
     median = sorted[sorted.count / 2]
     p99 = sorted[min(sorted.count - 1, Int((Double(sorted.count) * 0.99).rounded(.down)))]
     samples = values.count
+  }
+
+  /// The same figures under another name.
+  func renamed(_ newName: String) -> Measurement {
+    var copy = self
+    copy.name = newName
+    return copy
   }
 }
 

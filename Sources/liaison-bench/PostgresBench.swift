@@ -1,5 +1,7 @@
 // liaison-bench postgres: LiaisonPostgres's locks and signals against postgres-nio's own round
-// trips and against psycopg, all measured in the same run (the scenarios: PostgresScenarios.swift).
+// trips and against psycopg, all measured in the same run (the scenarios: PostgresScenarios.swift);
+// on its own server, the lock, signal and mailbox figures again through PgBouncer in session mode
+// (`pg.pooled.*`), beside the direct ones.
 //
 //   swift run -c release --traits Postgres liaison-bench postgres [--url URL] [--json] [--runs N]
 //
@@ -120,10 +122,25 @@ import Foundation
           (jobQueueFigures, jobQueueStatus) = peer.runAll(url: url)
           if !options.json { print("job-queue peers: \(jobQueueStatus.joined(separator: "; "))\n") }
         }
-        let results = try PostgresScenarios.run(
+        var results = try PostgresScenarios.run(
           url: url, namespace: namespace, psycopg: peerSamples, jobQueues: jobQueueFigures
         ) { result in
           if !options.json { printText(result) }
+        }
+        if let server {
+          // Through a pooler in front of the bench's own server (PgBouncer in session mode).
+          if let reason = PgBouncerTestServer.unavailableReason {
+            FileHandle.standardError.write(Data("no figures through a pooler: \(reason)\n".utf8))
+          } else {
+            let bouncer = try PgBouncerTestServer.start(in: server, mode: .session)
+            defer { bouncer.remove() }
+            if !options.json { print("through PgBouncer in session mode at \(bouncer.url)\n") }
+            results += try PostgresScenarios.throughPooler(
+              pooledURL: bouncer.url, namespace: namespace, direct: results
+            ) { result in
+              if !options.json { printText(result) }
+            }
+          }
         }
         runs.append(results)
       }

@@ -79,6 +79,42 @@ import Foundation
       return results
     }
 
+    // MARK: - Through a pooler
+
+    /// The lock, signal and mailbox figures through a PgBouncer in session mode, as `pg.pooled.*`,
+    /// each beside its own floors through the pooler and the same figure measured directly in
+    /// this run (`direct`). Transaction mode has no figures: Liaison refuses it (see *Moving to
+    /// Several Machines*). What a pooler adds is a hop each way, and its own processing.
+    static func throughPooler(
+      pooledURL: String, namespace: String, direct: [ScenarioResult], emit: (ScenarioResult) -> Void
+    ) throws -> [ScenarioResult] {
+      let (container, raw) = try blocking {
+        (try await PostgresContainer(url: pooledURL, namespace: namespace), try await RawPostgres.connect(pooledURL))
+      }
+      defer { _ = try? blocking { try await raw.close() } }
+      defer { _ = try? blocking { await container.close() } }
+      func directly(_ name: String) -> [Measurement] {
+        direct.filter { $0.measurement.name == name }.map { $0.measurement.renamed(name + " (direct)") }
+      }
+      func pooled(_ result: ScenarioResult) -> ScenarioResult {
+        let name = result.measurement.name
+        return ScenarioResult(
+          measurement: result.measurement.renamed(name.replacingOccurrences(of: "pg.", with: "pg.pooled.")),
+          unit: result.unit,
+          baselines: result.baselines.map { $0.renamed($0.name + " (pooled)") } + directly(name),
+          target: "(informational) through PgBouncer in session mode; beside the same, direct")
+      }
+      var results: [ScenarioResult] = []
+      let lock = try uncontended(container, raw, namespace) { _ in [] }.first!
+      let signal = try signalLatency(container, raw, url: pooledURL, namespace: namespace) { _ in [] }
+      let mailbox = try PostgresMailboxScenarios.latency(container, raw, url: pooledURL, namespace: namespace, peers: [])
+      for result in [lock, signal, mailbox].map(pooled) {
+        results.append(result)
+        emit(result)
+      }
+      return results
+    }
+
     // MARK: - The job-queue peers
 
     /// The job-queue peers' measurements of one kind (`latency`, `throughput`, `throughput-acked`),
@@ -168,7 +204,9 @@ import Foundation
             // LiaisonPostgres's exclusive tryLock and unlock statements (PostgresLock.swift).
             let rows = try await raw.query(
               """
-              WITH granted AS MATERIALIZED (SELECT pg_try_advisory_lock(\(lockClass), \(sqlID)) AS held)
+              WITH granted AS MATERIALIZED (
+                SELECT pg_try_advisory_lock(\(lockClass), \(sqlID)) AS held,
+                  set_config('synchronous_commit', 'on', true))
               UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted
               WHERE granted.held AND id = \(sqlID) RETURNING fencing_token
               """, logger: RawPostgres.logger
