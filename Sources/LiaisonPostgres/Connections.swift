@@ -13,10 +13,10 @@
   final class Connector: Sendable {
     /// The servers, tried in order, and what a server must be to be taken.
     let targets: ConnectionTargets
-    /// Whether the endpoint refused the server's settings as startup parameters (a pooler, such
-    /// as PgBouncer, answering for the server; its own settings decide there): connections are
-    /// then made without them (``serverSettingNames``).
-    private let serverSettingsRefused = Locked(false)
+    /// The servers (by ``ConnectionTarget/name``) that refused the server's settings as startup
+    /// parameters (a pooler, such as PgBouncer, answering for the server; its own settings decide
+    /// there): connections to them are made without those settings (``serverSettingNames``).
+    private let serverSettingsRefused = Locked<Set<String>>([])
     /// The startup parameters that only a server takes: its keepalives and checks for a vanished
     /// client.
     private static let serverSettingNames: Set<String> = [
@@ -197,7 +197,7 @@
         return id
       }
       let (channel, socket) = try await makeChannel(to: configuration)
-      let refused = serverSettingsRefused.withLock { $0 }
+      let refused = serverSettingsRefused.withLock { $0.contains(target.name) }
       var established = PostgresConnection.Configuration(
         establishedChannel: channel, tls: configuration.tls, username: configuration.username,
         password: configuration.password, database: configuration.database)
@@ -220,7 +220,7 @@
         where !refused && error.serverInfo?[.message]?.hasPrefix("unsupported startup parameter") == true
       {
         // A pooler (PgBouncer) answers for the server, and refuses the server's settings.
-        serverSettingsRefused.withLock { $0 = true }
+        serverSettingsRefused.withLock { _ = $0.insert(target.name) }
         return try await connectOnce(to: target)
       }
       let key = ObjectIdentifier(connection)
@@ -480,7 +480,15 @@
       let result: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: logger)
       result.whenComplete { answer.completeWith($0.map { $0.rows }) }
       do {
-        return try await answer.futureResult.get()
+        // A cancelled task's statement ends its connection (as postgres-nio ends a cancelled
+        // query's): the server ends the statement with the session, and nothing reuses the
+        // connection mid-statement.
+        return try await withTaskCancellationHandler {
+          try await answer.futureResult.get()
+        } onCancel: {
+          answer.fail(CancellationError())
+          _ = connection.close() as EventLoopFuture<Void>
+        }
       } catch {
         if let limit, expired.withLock({ $0 }) {
           throw LiaisonError(

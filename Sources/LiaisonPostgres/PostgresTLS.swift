@@ -207,9 +207,11 @@
       guard info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG) else {
         throw LiaisonError(.invalidArgument, "The private key file \(path) is not a regular file.", path: path)
       }
-      let looseForOwner = info.st_uid == geteuid() && info.st_mode & mode_t(S_IRWXG | S_IRWXO) != 0
-      let looseForRoot = info.st_uid == 0 && info.st_mode & mode_t(S_IWGRP | S_IXGRP | S_IRWXO) != 0
-      if looseForOwner || looseForRoot {
+      // libpq's rule: a key root owns may be readable by its group, any other must be private.
+      let loose =
+        info.st_uid == 0
+        ? info.st_mode & mode_t(S_IWGRP | S_IXGRP | S_IRWXO) != 0 : info.st_mode & mode_t(S_IRWXG | S_IRWXO) != 0
+      if loose {
         throw LiaisonError(
           .unsafeFile,
           "The private key file \(path) has group or world access; file must have permissions u=rw (0600) or "
@@ -237,8 +239,7 @@
     static func homeFolder() -> String? {
       if let homeOverride { return homeOverride }
       if let home = ProcessInfo.processInfo.environment["HOME"], !home.isEmpty { return home }
-      guard let entry = getpwuid(geteuid()), let directory = entry.pointee.pw_dir else { return nil }
-      return String(cString: directory)
+      return ConnectionEnvironment.current.homeDirectory
     }
 
     /// Whether `host` is an IPv4 or IPv6 address (with or without an IPv6 zone), which TLS's

@@ -176,15 +176,25 @@
         }
         authority = authority[authority.index(after: at)...]
       }
+      // An '@' only after the first '/' or '?': most likely a password with a raw '/' or '?',
+      // which the errors of the host and port must not show.
+      let unencoded = !rest[..<slash].contains("@") && text[separator.upperBound...].contains("@")
       // HOST[:PORT],HOST[:PORT]: an empty host is the default one; ports only if one is given.
       if !authority.isEmpty {
         var hosts: [String] = []
         var ports: [String] = []
-        for item in authority.split(separator: ",", omittingEmptySubsequences: false) {
-          let (host, port) = try hostAndPort(item)
-          if let port { _ = try Self.port(port) }
-          hosts.append(host ?? "")
-          ports.append(port.map(String.init) ?? "")
+        do throws(Problem) {
+          for item in authority.split(separator: ",", omittingEmptySubsequences: false) {
+            let (host, port) = try hostAndPort(item)
+            if let port { _ = try Self.port(port) }
+            hosts.append(host ?? "")
+            ports.append(port.map(String.init) ?? "")
+          }
+        } catch {
+          guard unencoded else { throw error }
+          throw .url(
+            "its host and port cannot be read, and an '@' follows a '/' or '?': write a '/', '?', '#' or '@' in "
+              + "the user name or password percent-encoded (%2F, %3F, %23, %40)")
         }
         values["host"] = hosts.joined(separator: ",")
         if ports.contains(where: { !$0.isEmpty }) { values["port"] = ports.joined(separator: ",") }

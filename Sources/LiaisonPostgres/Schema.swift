@@ -51,18 +51,19 @@
       return .refuse(version: parsed.version, usableFrom: parsed.usableFrom)
     }
 
-    /// The version and the oldest version that can use it, in a comment ``comment`` wrote.
+    /// The version and the oldest version that can use it, in a comment that starts as
+    /// ``comment`` does (`Liaison schema N`). A later version's comment may say more: what this
+    /// code cannot read says that no older code can use it (`usableFrom` is N).
     static func parse(_ comment: String) -> (version: Int, usableFrom: Int)? {
       let prefix = "Liaison schema "
       guard comment.hasPrefix(prefix) else { return nil }
-      let parts = comment.dropFirst(prefix.count).split(separator: ";", maxSplits: 1)
-      guard let first = parts.first, let version = Int(first), version > 0 else { return nil }
-      guard parts.count == 2 else { return (version, version) }
-      let usable = parts[1].trimmingCharacters(in: .whitespaces)
-      guard usable.hasPrefix("usable from "), let from = Int(usable.dropFirst("usable from ".count)) else {
-        return nil
-      }
-      return (version, min(from, version))
+      let rest = comment.dropFirst(prefix.count)
+      let digits = rest.prefix { $0.isASCII && $0.isNumber }
+      guard let version = Int(digits), version > 0 else { return nil }
+      let usable = "; usable from "
+      guard rest.dropFirst(digits.count).hasPrefix(usable) else { return (version, version) }
+      let from = rest.dropFirst(digits.count + usable.count).prefix { $0.isASCII && $0.isNumber }
+      return (version, Int(from).map { min($0, version) } ?? version)
     }
 
     /// The error for a schema that a later version of Liaison set up, which this one cannot use.
@@ -95,7 +96,7 @@
             PERFORM pg_advisory_xact_lock(\(setupClass), 0);
             found := regexp_match(
               obj_description(to_regnamespace('liaison'), 'pg_namespace'),
-              '^Liaison schema ([0-9]+)(?:; usable from ([0-9]+))?$');
+              '^Liaison schema ([0-9]+)(?:; usable from ([0-9]+))?');
             IF found IS NOT NULL AND found[1]::bigint >= \(version) THEN
               IF found[1]::bigint > \(version) AND coalesce(found[2], found[1])::bigint > \(version) THEN
                 RAISE EXCEPTION USING ERRCODE = '\(newerSchemaState)',

@@ -11,8 +11,6 @@
     private struct Waiter: Sendable {
       let id: Int
       let continuation: CheckedContinuation<Void, any Error>
-      /// Ends the wait at its deadline; cancelled when the turn comes first.
-      let timer: Task<Void, Never>?
     }
 
     private struct Queue: Sendable {
@@ -22,6 +20,8 @@
 
     private struct State: Sendable {
       var queues: [LiaisonName: Queue] = [:]
+      /// The timers that end waits at their deadlines, by waiter; cancelled when the turn comes.
+      var timers: [Int: Task<Void, Never>] = [:]
       var nextID = 0
     }
 
@@ -45,12 +45,6 @@
       do {
         try await withTaskCancellationHandler {
           try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let timer = deadline.map { deadline in
-              Task { [weak self] in
-                guard (try? await Task.sleep(until: deadline)) != nil else { return }
-                self?.end(id, of: key, with: .timedOut)
-              }
-            }
             let now = state.withLock { state -> Bool in
               var queue = state.queues[key] ?? Queue()
               defer { state.queues[key] = queue }
@@ -58,13 +52,28 @@
                 queue.taken = true
                 return true
               }
-              queue.waiters.append(Waiter(id: id, continuation: continuation, timer: timer))
+              queue.waiters.append(Waiter(id: id, continuation: continuation))
               return false
             }
             if now {
-              timer?.cancel()
               continuation.resume()
-            } else if Task.isCancelled {
+              return
+            }
+            // Queued first, so that a timer that fires at once (a deadline already passed) finds
+            // the waiter to end.
+            if let deadline {
+              let timer = Task { [weak self] in
+                guard (try? await Task.sleep(until: deadline)) != nil else { return }
+                self?.end(id, of: key, with: .timedOut)
+              }
+              let queued = state.withLock { state -> Bool in
+                guard state.queues[key]?.waiters.contains(where: { $0.id == id }) == true else { return false }
+                state.timers[id] = timer
+                return true
+              }
+              if !queued { timer.cancel() }  // its turn came, or it ended, meanwhile
+            }
+            if Task.isCancelled {
               end(id, of: key, with: .cancelled)  // cancelled before the handler could see the waiter
             }
           }
@@ -80,17 +89,17 @@
 
     /// Gives the turn of `key` to the next waiter, if any.
     func give(_ key: LiaisonName) {
-      let next = state.withLock { state -> Waiter? in
-        guard var queue = state.queues[key] else { return nil }
+      let (next, timer) = state.withLock { state -> (Waiter?, Task<Void, Never>?) in
+        guard var queue = state.queues[key] else { return (nil, nil) }
         guard !queue.waiters.isEmpty else {
           state.queues[key] = nil
-          return nil
+          return (nil, nil)
         }
         let next = queue.waiters.removeFirst()
         state.queues[key] = queue  // still taken: by the next waiter
-        return next
+        return (next, state.timers.removeValue(forKey: next.id))
       }
-      next?.timer?.cancel()
+      timer?.cancel()
       next?.continuation.resume()
     }
 
@@ -99,11 +108,11 @@
 
     /// Ends the wait of the waiter `id` with `ending`, if it still waits.
     private func end(_ id: Int, of key: LiaisonName, with ending: Ending) {
-      let waiter = state.withLock { state -> Waiter? in
-        guard let index = state.queues[key]?.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-        return state.queues[key]?.waiters.remove(at: index)
+      let (waiter, timer) = state.withLock { state -> (Waiter?, Task<Void, Never>?) in
+        guard let index = state.queues[key]?.waiters.firstIndex(where: { $0.id == id }) else { return (nil, nil) }
+        return (state.queues[key]?.waiters.remove(at: index), state.timers.removeValue(forKey: id))
       }
-      waiter?.timer?.cancel()
+      timer?.cancel()
       waiter?.continuation.resume(throwing: ending)
     }
   }

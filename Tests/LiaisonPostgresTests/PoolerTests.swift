@@ -17,7 +17,7 @@
     private var namespace: String { "pooled-\(UInt32.random(in: 0...UInt32.max))" }
 
     /// Through a pooler in transaction or statement mode, opening the place throws
-    /// `invalidArgument`, naming the pooler and what to do, well within the detection bound; the
+    /// `invalidArgument`, naming the pooler and what to do, without waiting for any bound; the
     /// server has no Liaison schema afterwards in a database the test made for it (nothing was
     /// set up through the pooler).
     @Test(.enabled(if: Self.mustRun, Self.message), arguments: [PgBouncerTestServer.PoolMode.transaction, .statement])
@@ -34,7 +34,9 @@
       #expect(
         error?.message.contains("pooler in transaction or statement mode") == true, "\(String(describing: error))")
       #expect(error?.message.contains("Connect to the server directly") == true)
-      #expect(ContinuousClock.now - started < PostgresContainer.defaultDetectionBound)
+      // At once: no lock or reply bound is waited for (the time is the pooler's and the server's
+      // connections, longer on a loaded machine).
+      #expect(ContinuousClock.now - started < .seconds(30))
       #expect(try server.psql("SELECT count(*) FROM pg_namespace WHERE nspname = 'liaison'") == "0")
     }
 

@@ -37,6 +37,19 @@
       #expect(try PostgresURL("postgres://app:p@ss@db/app").password == "p@ss")
     }
 
+    /// A password with a raw '/' or '?' cuts the URL in the wrong place: it is refused, and the
+    /// error never shows a part of it.
+    @Test func aPasswordWithARawSlashOrQuestionMarkIsNeverShown() {
+      for (text, secret) in [
+        ("postgres://app:xq7/cd@db/app", "xq7"), ("postgres://app:pa:ss/x@db", "pa:ss"),
+        ("postgres://app:s3cr?t@db/app", "s3cr"),
+      ] {
+        let message = problem(text)
+        #expect(message?.contains("percent-encoded (%2F, %3F, %23, %40)") == true, "\(text): \(message ?? "read")")
+        #expect(message?.contains(secret) == false, "\(text): \(message ?? "read")")
+      }
+    }
+
     @Test func theTLSParametersAreRead() throws {
       let url = try PostgresURL(
         "postgres://app@db/app?sslmode=verify-ca&sslrootcert=%2Fetc%2Fca.pem&sslcert=/c.crt&sslkey=/c.key")

@@ -61,6 +61,12 @@
       #expect(
         Schema.verdict("Liaison schema \(Schema.version + 1)")
           == .refuse(version: Schema.version + 1, usableFrom: Schema.version + 1))
+      // A later version's comment may say more; what this version cannot read keeps it out.
+      #expect(
+        Schema.verdict("Liaison schema \(Schema.version + 1); usable from \(Schema.version); and more") == .use)
+      #expect(
+        Schema.verdict("Liaison schema \(Schema.version + 1), with something new")
+          == .refuse(version: Schema.version + 1, usableFrom: Schema.version + 1))
       // A comment Liaison did not write: set up as a schema without one.
       #expect(Schema.verdict("my own schema") == .setUp)
       #expect(Schema.verdict("Liaison schema x") == .setUp)

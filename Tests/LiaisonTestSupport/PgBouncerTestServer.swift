@@ -14,7 +14,8 @@ import Foundation
 ///
 /// It is configured as a managed service's pooled endpoint is, with nothing done for Liaison:
 /// the clients' startup parameters other than PgBouncer's own are refused (no
-/// `ignore_startup_parameters`).
+/// `ignore_startup_parameters`). It retries a failed login to the server after 1 s rather than
+/// 15 (a loaded test machine may refuse one).
 ///
 /// ```swift
 /// let bouncer = try PgBouncerTestServer.start(in: server, mode: .transaction)
@@ -88,6 +89,7 @@ public final class PgBouncerTestServer: Sendable {
           pool_mode = \(mode)
           max_client_conn = 1000
           default_pool_size = 20
+          server_login_retry = 1
           logfile = \(folder)/pgbouncer.log
           pidfile = \(folder)/pgbouncer.pid
 
