@@ -107,7 +107,8 @@ import Foundation
       var results: [ScenarioResult] = []
       let lock = try uncontended(container, raw, namespace) { _ in [] }.first!
       let signal = try signalLatency(container, raw, url: pooledURL, namespace: namespace) { _ in [] }
-      let mailbox = try PostgresMailboxScenarios.latency(container, raw, url: pooledURL, namespace: namespace, peers: [])
+      let mailbox = try PostgresMailboxScenarios.latency(
+        container, raw, url: pooledURL, namespace: namespace, peers: [])
       for result in [lock, signal, mailbox].map(pooled) {
         results.append(result)
         emit(result)
