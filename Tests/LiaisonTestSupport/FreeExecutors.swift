@@ -61,3 +61,19 @@ private final class LockedFlag: @unchecked Sendable {
   func set() { queue.sync { flag = true } }
   var value: Bool { queue.sync { flag } }
 }
+
+/// A task executor with a thread of its own (a serial queue), for an `async` test that measures
+/// how long something takes: its jobs never wait behind the cooperative pool's, which the
+/// synchronous tests running beside it may keep busy for a minute (they block their threads
+/// waiting for peers). Use it with `withTaskExecutorPreference(OwnThreadExecutor()) { … }`.
+public final class OwnThreadExecutor: TaskExecutor, @unchecked Sendable {
+  private let queue = DispatchQueue(label: "OwnThreadExecutor")
+
+  public init() {}
+
+  public func enqueue(_ job: consuming ExecutorJob) {
+    let job = UnownedJob(job)
+    let executor = asUnownedTaskExecutor()
+    queue.async { job.runSynchronously(on: executor) }
+  }
+}
