@@ -24,7 +24,7 @@
         url: BackendPlace.url(server), namespace: "reply-\(UInt32.random(in: 0...UInt32.max))")
       let connector = container.connector
       let connection = try await connector.take()
-      let thread = BusyableExecutor()
+      let thread = OwnThreadExecutor()
       let rows = try await withTaskExecutorPreference(thread) {
         // Runs on the executor's thread once this task suspends on the statement below.
         thread.keepBusy(for: .seconds(1))
@@ -35,26 +35,6 @@
       #expect(!connection.isClosed, "a connection that answered within its bound was closed")
       connector.close(connection)
       await container.close()
-    }
-  }
-
-  /// A task executor with one thread (a serial queue), which a test can keep busy: the jobs of
-  /// the tasks that prefer it wait meanwhile, as they would behind other work on a loaded
-  /// machine.
-  private final class BusyableExecutor: TaskExecutor, @unchecked Sendable {
-    private let queue = DispatchQueue(label: "BusyableExecutor")
-
-    func enqueue(_ job: consuming ExecutorJob) {
-      let job = UnownedJob(job)
-      let executor = asUnownedTaskExecutor()
-      queue.async { job.runSynchronously(on: executor) }
-    }
-
-    /// Keeps the thread busy for `duration`, after the jobs enqueued before.
-    func keepBusy(for duration: Duration) {
-      let (seconds, attoseconds) = duration.components
-      let microseconds = useconds_t(seconds * 1_000_000 + attoseconds / 1_000_000_000_000)
-      queue.async { usleep(microseconds) }
     }
   }
 #endif

@@ -65,7 +65,8 @@ private final class LockedFlag: @unchecked Sendable {
 /// A task executor with a thread of its own (a serial queue), for an `async` test that measures
 /// how long something takes: its jobs never wait behind the cooperative pool's, which the
 /// synchronous tests running beside it may keep busy for a minute (they block their threads
-/// waiting for peers). Use it with `withTaskExecutorPreference(OwnThreadExecutor()) { … }`.
+/// waiting for peers). Use it with `withTaskExecutorPreference(OwnThreadExecutor()) { … }`; a
+/// test may also keep its thread busy (``keepBusy(for:)``), as a loaded process's would be.
 public final class OwnThreadExecutor: TaskExecutor, @unchecked Sendable {
   private let queue = DispatchQueue(label: "OwnThreadExecutor")
 
@@ -75,5 +76,13 @@ public final class OwnThreadExecutor: TaskExecutor, @unchecked Sendable {
     let job = UnownedJob(job)
     let executor = asUnownedTaskExecutor()
     queue.async { job.runSynchronously(on: executor) }
+  }
+
+  /// Keeps the thread busy for `duration`, after the jobs enqueued before: the jobs of the tasks
+  /// that prefer it wait meanwhile, as they would behind other work on a loaded machine.
+  public func keepBusy(for duration: Duration) {
+    let (seconds, attoseconds) = duration.components
+    let microseconds = useconds_t(seconds * 1_000_000 + attoseconds / 1_000_000_000_000)
+    queue.async { usleep(microseconds) }
   }
 }
