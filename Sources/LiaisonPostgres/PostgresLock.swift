@@ -91,8 +91,9 @@
       }
       let deadline = timeout.map { ContinuousClock.now + $0 }
       let turns = container.lockTurns
+      let waitedForTurn: Bool
       do {
-        try await turns.take(name, until: deadline)
+        waitedForTurn = try await turns.take(name, until: deadline)
       } catch {
         switch error {
         case .timedOut: throw timedOut(timeout)
@@ -102,9 +103,10 @@
       defer { turns.give(name) }
       if let held = try await tryLock(mode) { return held }
       if Task.isCancelled { throw .cancelled("waiting for the lock '\(name)'") }
-      // What is left of the timeout after the wait for the turn; lock_timeout bounds the wait on
-      // the server with it (0 waits as long as it takes).
-      let left = deadline.map { $0 - ContinuousClock.now }
+      // What is left of the timeout after a wait for the turn (the whole timeout when the turn
+      // was free: the time this process took to get here is not waiting); lock_timeout bounds
+      // the wait on the server with it (0 waits as long as it takes).
+      let left = waitedForTurn ? deadline.map { $0 - ContinuousClock.now } : timeout
       if let left, left <= .zero { throw timedOut(timeout) }
       let milliseconds = left.map { max(1, Int(clamping: $0.clampedNanoseconds / 1_000_000)) } ?? 0
       let id = try await resolveID()

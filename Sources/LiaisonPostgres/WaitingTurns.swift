@@ -35,9 +35,12 @@
     /// Waits for the turn of `key`'s waiters, until `deadline` at the latest (`nil`: as long as it
     /// takes). Every turn taken is given back with ``give(_:)``.
     ///
+    /// - Returns: whether the task waited for its turn (`false`: it was free).
     /// - Throws: ``Ending/timedOut`` at the deadline, ``Ending/cancelled`` when the task is
     ///   cancelled; the turn is not taken then.
-    func take(_ key: LiaisonName, until deadline: ContinuousClock.Instant?) async throws(Ending) {
+    @discardableResult
+    func take(_ key: LiaisonName, until deadline: ContinuousClock.Instant?) async throws(Ending) -> Bool {
+      var waited = false
       let id = state.withLock { state -> Int in
         state.nextID += 1
         return state.nextID
@@ -59,6 +62,7 @@
               continuation.resume()
               return
             }
+            waited = true
             // Queued first, so that a timer that fires at once (a deadline already passed) finds
             // the waiter to end.
             if let deadline {
@@ -85,6 +89,7 @@
       } catch {
         throw .cancelled
       }
+      return waited
     }
 
     /// Gives the turn of `key` to the next waiter, if any.
