@@ -19,10 +19,11 @@
     func anExclusiveGrantWaitsForTheSynchronousStandby() async throws {
       // On a thread of its own, so that the standby is named off again well within the reply
       // bound, however busy the cooperative pool is.
-      try await withTaskExecutorPreference(OwnThreadExecutor()) { try await grantWaitsForTheStandby() }
+      let thread = OwnThreadExecutor()
+      try await withTaskExecutorPreference(thread) { try await grantWaitsForTheStandby(thread) }
     }
 
-    private func grantWaitsForTheStandby() async throws {
+    private func grantWaitsForTheStandby(_ thread: OwnThreadExecutor) async throws {
       let server = try PostgresTestServer.start()
       defer { server.remove() }
       try server.psql("ALTER SYSTEM SET synchronous_standby_names = 'standby'")
@@ -32,8 +33,9 @@
       let place = try await PostgresContainer(
         url: BackendPlace.url(server), namespace: "durable", detectionBound: .seconds(120))
       try await place.signal("ordinary").post(state: 1)
-      let grant = Task { try await place.lock("job").tryLock() }
-      try await waitUntilOffThePool("the grant's commit waits for the synchronous standby") {
+      let grant = Task(executorPreference: thread) { try await place.lock("job").tryLock() }
+      // A bound for failure, long enough for a sanitizer's whole-suite run.
+      try await waitUntilOffThePool("the grant's commit waits for the synchronous standby", timeout: 300) {
         try server.psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'") == "1"
       }
       try server.psql("ALTER SYSTEM RESET synchronous_standby_names")

@@ -114,10 +114,11 @@
     func aNewerSchemaSetUpWhileThisHostWaitsForTheLockIsRefused() async throws {
       // On a thread of its own, so that the later host commits well within the waiting setup's
       // reply bound, however busy the cooperative pool is.
-      try await withTaskExecutorPreference(OwnThreadExecutor()) { try await newerSchemaWhileWaiting() }
+      let thread = OwnThreadExecutor()
+      try await withTaskExecutorPreference(thread) { try await newerSchemaWhileWaiting(thread) }
     }
 
-    private func newerSchemaWhileWaiting() async throws {
+    private func newerSchemaWhileWaiting(_ thread: OwnThreadExecutor) async throws {
       let (server, database, url) = try newDatabase()
       let command = server.psqlCommand(host: "127.0.0.1").map {
         $0.replacingOccurrences(of: "dbname=\(server.database) ", with: "dbname=\(database) ")
@@ -132,8 +133,11 @@
         """)
       while try later.readLine() != "held" {}
       // A bound long enough that the wait for the lock is not taken for a dead server.
-      let opening = Task { try await PostgresContainer(url: url, namespace: "fleet", detectionBound: .seconds(60)) }
-      try await waitUntilOffThePool("this host's setup waits for the later host's lock") {
+      let opening = Task(executorPreference: thread) {
+        try await PostgresContainer(url: url, namespace: "fleet", detectionBound: .seconds(60))
+      }
+      // A bound for failure, long enough for a sanitizer's whole-suite run.
+      try await waitUntilOffThePool("this host's setup waits for the later host's lock", timeout: 300) {
         try server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", database: database)
           == "1"
       }
