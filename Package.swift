@@ -58,6 +58,7 @@ let package = Package(
       name: "LiaisonPostgres",
       dependencies: [
         "Liaison",
+        .product(name: "SystemPackage", package: "swift-system"),
         .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
       ],
       swiftSettings: strictSettings

@@ -224,7 +224,7 @@
         return try await connectOnce(to: target)
       }
       let key = ObjectIdentifier(connection)
-      if let socket { sockets.withLock { $0[key] = socket } }
+      sockets.withLock { $0[key] = socket }
       open.withLock { $0[key] = connection }
       // Closed in between: nobody will close this one; close it now.
       if closed.withLock({ $0 }) {
@@ -276,24 +276,27 @@
 
     /// A socket to the server with TCP keepalives (and on Linux a user timeout): a waiter whose
     /// server host died learns it within about half the detection bound. Also returns the
-    /// socket's descriptor, when it is known.
-    private func makeChannel(to configuration: PostgresConnection.Configuration) async throws -> (any Channel, CInt?) {
-      var bootstrap = ClientBootstrap(group: eventLoopGroup)
-        .connectTimeout(.seconds(Int64(connectTimeoutSeconds)))
+    /// socket's descriptor. The socket is Liaison's own, close-on-exec from the start (see
+    /// ``ConnectionSockets``), handed to NIO once connected.
+    private func makeChannel(to configuration: PostgresConnection.Configuration) async throws -> (any Channel, CInt) {
+      let timeout = connectTimeoutSeconds
+      let socket: CInt
       if let path = configuration.unixSocketPath {
-        let socket = try ConnectionSockets.connect(toUnixSocket: path, timeoutSeconds: connectTimeoutSeconds)
-        return (try await bootstrap.withConnectedSocket(socket).get(), socket)
+        socket = try await ConnectionSockets.onThreadOfItsOwn { () throws(LiaisonError) in
+          try ConnectionSockets.connect(toUnixSocket: path, timeoutSeconds: timeout)
+        }
+      } else {
+        let host = configuration.host ?? "localhost"
+        let port = configuration.port ?? 5432
+        let options =
+          [(level: SOL_SOCKET, name: SO_KEEPALIVE, value: CInt(1))]
+          + Self.tcpOptions(timing).map { (level: CInt(IPPROTO_TCP), name: $0.0, value: CInt($0.1)) }
+        socket = try await ConnectionSockets.onThreadOfItsOwn { () throws(LiaisonError) in
+          try ConnectionSockets.connect(toHost: host, port: port, timeoutSeconds: timeout, options: options)
+        }
       }
-      bootstrap = bootstrap.channelOption(.socketOption(.so_keepalive), value: 1)
-      for (name, value) in Self.tcpOptions(timing) {
-        bootstrap = bootstrap.channelOption(
-          ChannelOptions.Types.SocketOption(level: .init(rawValue: CInt(IPPROTO_TCP)), name: .init(rawValue: name)),
-          value: value)
-      }
-      let channel = try await bootstrap.connect(
-        host: configuration.host ?? "localhost", port: configuration.port ?? 5432
-      ).get()
-      return (channel, ConnectionSockets.descriptor(local: channel.localAddress, remote: channel.remoteAddress))
+      // The channel owns the socket from here on, and closes it.
+      return (try await ClientBootstrap(group: eventLoopGroup).withConnectedSocket(socket).get(), socket)
     }
 
     private static func tcpOptions(_ timing: DetectionTiming) -> [(CInt, Int)] {

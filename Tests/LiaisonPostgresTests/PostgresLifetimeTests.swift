@@ -93,6 +93,45 @@
       await other.close()
     }
 
+    /// A child this process starts while a connection is open (here with `posix_spawn`, which
+    /// passes on every descriptor not marked close-on-exec) does not inherit the connection's
+    /// socket: once the container closes, its sessions end on the server, and another container
+    /// takes the lock at once, while the child still runs. (NIO's own sockets are inheritable on
+    /// Linux; a child holding one kept the session, and its lock, alive until it exited.)
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func aChildStartedWhileALockIsHeldInheritsNoConnection() async throws {
+      let place = try await open()
+      let other = try await open(place.namespace.rawValue)
+      let held = try await place.lock("job").lock()
+      var child: pid_t = 0
+      let arguments = ["sleep", "300"]
+      var argv = arguments.map { strdup($0) } + [nil]
+      defer { for argument in argv { free(argument) } }
+      try #require(posix_spawn(&child, "/bin/sleep", nil, nil, &argv, environ) == 0)
+      defer {
+        kill(child, SIGKILL)
+        var status: CInt = 0
+        waitpid(child, &status, 0)
+      }
+      // The lock's socket, as the kernel names it ("socket:[inode]"), is not among the child's
+      // descriptors (other tests of this process may have sockets of their own).
+      let socket = try #require(held.sessionSocket)
+      let name = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(socket)")
+      let inherited = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(child)/fd").compactMap {
+        try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(child)/fd/\($0)")
+      }
+      #expect(name.hasPrefix("socket:"))
+      #expect(!inherited.contains(name))
+      await place.close()
+      #expect(held.loss?.code == .lost)
+      // The server ends the holder's session as soon as it reads the socket's end, not when the
+      // child exits (in 300 s): the wait is bounded well below that, and its failure is a timeout.
+      let taken = try await other.lock("job").lock(timeout: .seconds(60))
+      #expect(kill(child, 0) == 0)  // the child still runs
+      await taken.unlock()
+      await other.close()
+    }
+
     /// `defaults(_:)` returns the container's one handle of a domain, so that its cache and its
     /// subscription are shared, as the docs say.
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
