@@ -13,6 +13,12 @@
     /// Seconds to wait for each server (libpq's `connect_timeout`); `nil` for Liaison's own
     /// bound, which follows from the detection bound.
     var connectTimeoutSeconds: Int?
+    /// Whether locks and claims are leases: rows with an expiry that the holder renews in short
+    /// transactions, rather than advisory locks held by a session of their own; and whether
+    /// notifications are polled rather than `LISTEN`ed for. What a pooler in transaction mode
+    /// needs (the URL's `pool_mode=transaction`), since it hands a session to another client
+    /// after every transaction.
+    var holdsAreLeases = false
   }
 
   /// One server to connect to.

@@ -51,6 +51,22 @@
       weak var session: HeldSession?
     }
 
+    /// The leases held (``HeldLease``), which ``closeAll()`` releases.
+    private let leases = Locked<[ObjectIdentifier: WeakLease]>([:])
+
+    private struct WeakLease: @unchecked Sendable {
+      weak var lease: HeldLease?
+    }
+
+    /// Keeps `lease` for ``closeAll()`` to release, until ``stopWatching(_:)-lease``.
+    func watch(_ lease: HeldLease) {
+      leases.withLock { $0[ObjectIdentifier(lease)] = WeakLease(lease: lease) }
+    }
+
+    func stopWatching(_ lease: HeldLease) {
+      leases.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(lease)) }
+    }
+
     init(
       targets: ConnectionTargets, timing: DetectionTiming, logger: Logger, maximumIdle: Int,
       eventLoopGroup: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup
@@ -96,6 +112,10 @@
 
     /// Seconds to wait for a server: the URL's `connect_timeout`, else the detection timing's.
     var connectTimeoutSeconds: Int { targets.connectTimeoutSeconds ?? timing.connectTimeoutSeconds }
+
+    /// Whether locks and claims are leases and notifications are polled (the URL's
+    /// `pool_mode=transaction`; see ``ConnectionTargets/holdsAreLeases``).
+    var holdsAreLeases: Bool { targets.holdsAreLeases }
 
     /// A new connection, its socket set to notice a dead server within the detection bound.
     ///
@@ -258,6 +278,13 @@
       holders.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(connection)) }
     }
 
+    /// The last of a container's work (a lease released in the background after the container
+    /// was dropped) may give a connection back after the container's own `deinit`: it is closed
+    /// here, as postgres-nio requires of every connection.
+    deinit {
+      closeIdle()
+    }
+
     /// How many connections are open now.
     var openCount: Int { open.withLock { $0.count } }
 
@@ -351,6 +378,12 @@
     /// waits for it), ends every hold that is still held (as lost: its holder's code may be
     /// running under it), then closes every connection and waits until each is closed.
     func closeAll() async {
+      // Leases first, while statements still run: their rows are freed before this returns.
+      let held = leases.withLock { leases in
+        defer { leases = [:] }
+        return leases.values.compactMap(\.lease)
+      }
+      for lease in held { await lease.endForClose() }
       closed.withLock { $0 = true }
       await background.close()
       let sessions = holders.withLock { holders in
@@ -621,5 +654,12 @@
     var replyTimeout: Duration { bound / 5 }
     /// When the holder notices a silent connection, at the latest.
     var holderNotices: Duration { heartbeatInterval + replyTimeout }
+    /// How long a lease lasts after each renewal (by the server's clock): a holder that stops
+    /// renewing (dead, or cut off) lets others in after this long. The detection bound.
+    var leaseLength: Duration { bound }
+    /// How long the holder trusts its lease after it sent its last renewal that succeeded: well
+    /// before the lease's end, so that a holder cut off learns of the loss before another can
+    /// take it (the server renewed no earlier than the holder sent the renewal).
+    var leaseTrusted: Duration { bound * 3 / 5 }
   }
 #endif

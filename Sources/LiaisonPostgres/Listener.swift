@@ -79,7 +79,12 @@
           kind: kind, namespace: namespace.rawValue, name: name.rawValue, deliver: deliver, stopped: stopped)
         if state.task == nil && !state.stopped {
           // A background task of the container: its close() ends it.
-          state.task = connector.background.start { [weak self] in await self?.run() }
+          if connector.holdsAreLeases {
+            state.listening = true
+            state.task = connector.background.start { [weak self] in await self?.poll() }
+          } else {
+            state.task = connector.background.start { [weak self] in await self?.run() }
+          }
         }
         return state.nextID
       }
@@ -107,8 +112,12 @@
     /// Which stretch of listening this is, while the connection listens; `nil` while it does not
     /// (not yet, or reconnecting). Every notification committed while the same value is returned
     /// reaches the subscribers; a different value means some may have been missed in between.
+    ///
+    /// Always `nil` when notifications are polled (``ConnectionTargets/holdsAreLeases``): no
+    /// notification arrives as a write commits, so what was read before cannot be trusted.
     var listeningEpoch: UInt64? {
-      state.withLock { $0.listening ? $0.epoch : nil }
+      if connector.holdsAreLeases { return nil }
+      return state.withLock { $0.listening ? $0.epoch : nil }
     }
 
     /// How many subscriptions are in place: every watch of the container (a signal's, a domain's,
@@ -117,6 +126,26 @@
 
     func unsubscribe(_ id: Int) {
       state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
+    }
+
+    /// How often every subscriber reads again what it watches when notifications are polled
+    /// (``ConnectionTargets/holdsAreLeases``): through a pooler in transaction mode no connection
+    /// can stay listening, since its session goes to another client after every transaction.
+    static let pollInterval: Duration = .milliseconds(250)
+
+    /// Tells every subscriber to read again, every ``pollInterval``, until stopped: the
+    /// notifications of a connection that cannot `LISTEN`. A change is seen within that interval
+    /// (and the time a subscriber's read takes).
+    private func poll() async {
+      while !Task.isCancelled {
+        do {
+          try await Task.sleep(for: Self.pollInterval)
+        } catch {
+          return
+        }
+        let subscribers = state.withLock { Array($0.subscribers.values) }
+        for subscriber in subscribers { subscriber.deliver(nil) }
+      }
     }
 
     /// Listens until stopped, reconnecting after a pause when the connection ends.

@@ -259,6 +259,9 @@
       await connector.closeAll()
     }
 
+    /// Whether locks and claims are leases (the URL's `pool_mode=transaction`).
+    package var holdsAreLeases: Bool { connector.holdsAreLeases }
+
     /// How many background tasks and connections the container has now: what ``close()`` ends.
     package var activity: (backgroundTasks: Int, connections: Int) {
       (connector.background.count, connector.openCount)

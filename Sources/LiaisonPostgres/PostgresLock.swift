@@ -1,4 +1,5 @@
 #if Postgres
+  import Foundation
   import Liaison
   import PostgresNIO
 
@@ -34,23 +35,13 @@
     public func tryLock(_ mode: LockMode = .exclusive) async throws(LiaisonError) -> PostgresLockGuard? {
       let id = try await resolveID()
       let connector = container.connector
+      if connector.holdsAreLeases { return try await tryLease(mode, id: id) }
       let connection = try await connector.take()
-      let rows: [PostgresRow]
-      do {
-        // An exclusive grant commits its fencing token: returned before that commit, a token
-        // lost by a server that stopped in between would be given again.
-        rows = try await Connector.run(
-          grant(mode, id: id, wait: false), on: connection, within: connector.timing.replyTimeout,
-          logger: connector.quietLogger, committing: mode == .exclusive)
-      } catch {
-        connector.close(connection)  // its session may hold the lock
-        throw PostgresErrors.translate(error, doing: "take the lock '\(name)'")
-      }
       let token: UInt64?
       do {
-        token = try Self.granted(rows)
+        token = try await grantInSession(mode, id: id, wait: false, on: connection)
       } catch {
-        connector.close(connection)
+        connector.close(connection)  // its session may hold the lock
         throw PostgresErrors.translate(error, doing: "take the lock '\(name)'")
       }
       guard let token else {
@@ -58,6 +49,27 @@
         return nil
       }
       return PostgresLockGuard(lock: self, id: id, mode: mode, token: token, connection: connection)
+    }
+
+    /// Takes the lock as a lease if it is free (``HeldLease``); `nil` when another holder has it.
+    private func tryLease(_ mode: LockMode, id: Int32) async throws(LiaisonError) -> PostgresLockGuard? {
+      let connector = container.connector
+      let holder = UUID().uuidString
+      let sent = ContinuousClock.now
+      let rows = try await connector.query(
+        HeldLease.take(lock: id, mode: mode, holder: holder, length: connector.timing.leaseLength),
+        doing: "take the lock '\(name)'", committing: mode == .exclusive)
+      guard let row = rows.first else { return nil }
+      let token: UInt64
+      do {
+        token = UInt64(bitPattern: try row.decode(Int64.self))
+      } catch {
+        throw PostgresErrors.translate(error, doing: "take the lock '\(name)'")
+      }
+      let lease = HeldLease(
+        kind: .lock(id: id, mode: mode), holder: holder, sent: sent, connector: connector,
+        what: "The lock '\(name)'")
+      return PostgresLockGuard(lock: self, id: id, mode: mode, token: token, lease: lease)
     }
 
     /// Takes the lock, waiting at most `timeout` (`nil`: as long as it takes). The wait is the
@@ -101,6 +113,7 @@
         }
       }
       defer { turns.give(name) }
+      if container.connector.holdsAreLeases { return try await waitForLease(mode, until: deadline, timeout: timeout) }
       if let held = try await tryLock(mode) { return held }
       if Task.isCancelled { throw .cancelled("waiting for the lock '\(name)'") }
       // What is left of the timeout after a wait for the turn (the whole timeout when the turn
@@ -117,10 +130,8 @@
           "SELECT pg_backend_pid(), set_config('lock_timeout', \(String(milliseconds)), false)", on: connection,
           within: connector.timing.replyTimeout, logger: connector.quietLogger)
         let backend = try prepared.first!.decode((Int32, String).self, context: .default).0
-        let rows = try await withTaskCancellationHandler {
-          try await Connector.run(
-            grant(mode, id: id, wait: true), on: connection, within: nil, logger: connector.quietLogger,
-            committing: mode == .exclusive)
+        let token = try await withTaskCancellationHandler {
+          try await grantInSession(mode, id: id, wait: true, on: connection)
         } onCancel: {
           // Cancels the wait on the server, in the container's background work. Should it arrive
           // after the grant, it finds the session idle (or cancels the next statement): the check
@@ -137,8 +148,10 @@
           connector.close(connection)
           throw LiaisonError.cancelled("waiting for the lock '\(name)'")
         }
-        guard let token = try Self.granted(rows) else {
-          throw LiaisonError(.system, "The server did not grant the lock '\(name)' and gave no reason.")
+        guard let token else {
+          // A lease holds it (a process through a pooler in transaction mode): wait for its end.
+          connector.giveBack(connection)
+          return try await waitForLease(mode, until: deadline, timeout: timeout)
         }
         return PostgresLockGuard(lock: self, id: id, mode: mode, token: token, connection: connection)
       } catch {
@@ -151,6 +164,25 @@
       }
     }
 
+    /// Takes the lock once it is free, trying every ``Listener/pollInterval`` until `deadline`:
+    /// the wait of a lease (nothing on the server can be waited on through a pooler in
+    /// transaction mode), and of a session that finds a lease holding the lock.
+    private func waitForLease(_ mode: LockMode, until deadline: ContinuousClock.Instant?, timeout: Duration?)
+      async throws(LiaisonError) -> PostgresLockGuard
+    {
+      while true {
+        if let held = try await tryLock(mode) { return held }
+        if Task.isCancelled { throw .cancelled("waiting for the lock '\(name)'") }
+        let pause = deadline.map { min(Listener.pollInterval, $0 - .now) } ?? Listener.pollInterval
+        guard pause > .zero else { throw timedOut(timeout) }
+        do {
+          try await Task.sleep(for: pause)
+        } catch {
+          throw .cancelled("waiting for the lock '\(name)'")
+        }
+      }
+    }
+
     private func timedOut(_ timeout: Duration?) -> LiaisonError {
       LiaisonError(
         .timedOut,
@@ -158,41 +190,66 @@
           + "'\(container.namespace)'; another holder still has it. Try again later, or wait longer.")
     }
 
-    /// The statement that takes the lock: for an exclusive grant, it adds one to the lock's
-    /// fencing token in the same transaction and returns it; a refused try returns no row.
-    private func grant(_ mode: LockMode, id: Int32, wait: Bool) -> PostgresQuery {
+    /// Takes the lock in `connection`'s session, waiting on the server when `wait` is set: its
+    /// fencing token (0 for a shared grant), or `nil` when another holder has it. A lease (a
+    /// process through a pooler in transaction mode) excludes a session too: a session that
+    /// gets the advisory lock while a lease holds the lock lets it go again and returns `nil`.
+    ///
+    /// An exclusive grant adds one to the lock's token in the same statement, where the lease
+    /// is checked on the row's newest version (a taker of a lease holds the advisory lock until
+    /// its row is written). The token's commit is synchronous whatever the server's default
+    /// (`synchronous_commit` set for this transaction only): flushed to disk, and to the
+    /// synchronous standbys the server names, before the grant returns, so that a crash or a
+    /// failover to such a standby never gives a token twice. A shared grant reads the lease in
+    /// a second statement, after the advisory lock is held.
+    private func grantInSession(_ mode: LockMode, id: Int32, wait: Bool, on connection: PostgresConnection)
+      async throws -> UInt64?
+    {
+      let connector = container.connector
       let lockClass = Schema.lockClass
-      switch (mode, wait) {
-      // The token's commit is synchronous whatever the server's default (`synchronous_commit`
-      // set for this transaction only): flushed to disk, and to the synchronous standbys the
-      // server names, before the grant returns, so that a crash or a failover to such a standby
-      // never gives a token twice.
-      case (.exclusive, false):
-        return """
-          WITH granted AS MATERIALIZED (
-            SELECT pg_try_advisory_lock(\(lockClass), \(id)) AS held, set_config('synchronous_commit', 'on', true))
-          UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted
-          WHERE granted.held AND id = \(id) RETURNING fencing_token
+      let limit = wait ? nil : connector.timing.replyTimeout
+      switch mode {
+      case .exclusive:
+        // One branch of the CASE runs: the wait, or the try.
+        let rows = try await Connector.run(
           """
-      case (.exclusive, true):
-        return """
           WITH granted AS MATERIALIZED (
-            SELECT 1 AS held, set_config('synchronous_commit', 'on', true)
-            FROM (SELECT pg_advisory_lock(\(lockClass), \(id))) AS wait)
-          UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted
-          WHERE id = \(id) RETURNING fencing_token
+            SELECT CASE WHEN \(wait) THEN (SELECT true FROM (SELECT pg_advisory_lock(\(lockClass), \(id))) AS w)
+              ELSE pg_try_advisory_lock(\(lockClass), \(id)) END AS held,
+              set_config('synchronous_commit', 'on', true)),
+          token AS (
+            UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted
+            WHERE granted.held AND id = \(id) AND (lease_end IS NULL OR lease_end <= clock_timestamp())
+              AND NOT EXISTS (
+                SELECT 1 FROM jsonb_each_text(shared_leases) AS s(holder, ends)
+                WHERE s.ends::float8 > extract(epoch FROM clock_timestamp()) * 1000)
+            RETURNING fencing_token)
+          SELECT granted.held, (SELECT fencing_token FROM token) FROM granted
+          """, on: connection, within: limit, logger: connector.quietLogger, committing: true)
+        let (held, token) = try rows.first!.decode((Bool, Int64?).self)
+        guard held else { return nil }
+        if let token { return UInt64(bitPattern: token) }
+        _ = try await Connector.run(
+          "SELECT pg_advisory_unlock(\(lockClass), \(id))", on: connection, within: connector.timing.replyTimeout,
+          logger: connector.quietLogger)
+        return nil
+      case .shared:
+        let held = try await Connector.run(
           """
-      case (.shared, false):
-        return "SELECT 0::bigint FROM (SELECT pg_try_advisory_lock_shared(\(lockClass), \(id)) AS held) AS t WHERE held"
-      case (.shared, true):
-        return "SELECT 0::bigint FROM (SELECT pg_advisory_lock_shared(\(lockClass), \(id))) AS wait"
+          SELECT CASE WHEN \(wait) THEN (SELECT true FROM (SELECT pg_advisory_lock_shared(\(lockClass), \(id))) AS w)
+            ELSE pg_try_advisory_lock_shared(\(lockClass), \(id)) END
+          """, on: connection, within: limit, logger: connector.quietLogger)
+        guard try held.first!.decode(Bool.self) else { return nil }
+        let free = try await Connector.run(
+          """
+          SELECT lease_end IS NULL OR lease_end <= clock_timestamp() FROM liaison.lock WHERE id = \(id)
+          """, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        if try free.first?.decode(Bool.self) ?? true { return 0 }
+        _ = try await Connector.run(
+          "SELECT pg_advisory_unlock_shared(\(lockClass), \(id))", on: connection,
+          within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        return nil
       }
-    }
-
-    /// The token of a grant (0 for a shared one), or `nil` when the lock was not granted.
-    private static func granted(_ rows: [PostgresRow]) throws -> UInt64? {
-      guard let row = rows.first else { return nil }
-      return UInt64(bitPattern: try row.decode(Int64.self))
     }
 
     /// The row id, the second key of the advisory locks; registered on first use.
@@ -213,30 +270,40 @@
     public let lock: PostgresLock
     private let id: Int32
     private let token: UInt64
-    private let session: HeldSession
+    private let hold: Hold
 
+    /// A lock held by `connection`'s session.
     init(lock: PostgresLock, id: Int32, mode: LockMode, token: UInt64, connection: PostgresConnection) {
       self.lock = lock
       self.id = id
       self.mode = mode
       self.token = token
-      session = HeldSession(
-        connection: connection, connector: lock.container.connector, what: "The lock '\(lock.name)'")
+      hold = .session(
+        HeldSession(connection: connection, connector: lock.container.connector, what: "The lock '\(lock.name)'"))
+    }
+
+    /// A lock held as a lease.
+    init(lock: PostgresLock, id: Int32, mode: LockMode, token: UInt64, lease: HeldLease) {
+      self.lock = lock
+      self.id = id
+      self.mode = mode
+      self.token = token
+      hold = .lease(lease)
     }
 
     /// Whether the lock is still held: `false` once unlocked or lost.
-    public var isHeld: Bool { session.isHeld }
+    public var isHeld: Bool { hold.isHeld }
 
     /// Why the lock was lost (code ``/Liaison/LiaisonError/Code/lost``): its connection closed (a server
     /// restart, a terminated session) or stopped answering (a cut network, within the detection
     /// bound). `nil` while held and after ``unlock()``.
-    public var loss: LiaisonError? { session.loss }
+    public var loss: LiaisonError? { hold.loss }
 
     /// Waits until the lock is lost and returns why; `nil` once it is unlocked instead.
     ///
     /// - Throws: ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled first: the
     ///   lock may still be held.
-    public func waitForLoss() async throws(LiaisonError) -> LiaisonError? { try await session.waitForLoss() }
+    public func waitForLoss() async throws(LiaisonError) -> LiaisonError? { try await hold.waitForLoss() }
 
     /// This grant's fencing token: larger than the token of every earlier exclusive grant of this
     /// lock in its namespace, across server restarts (it is stored in the table `liaison.lock`,
@@ -278,6 +345,11 @@
     func run(_ query: PostgresQuery, doing what: String, committing: Bool, timeout: Duration? = nil)
       async throws(LiaisonError) -> [PostgresRow]
     {
+      let session: HeldSession
+      switch hold {
+      case .session(let held): session = held
+      case .lease(let lease): return try await runLeased(query, on: lease, doing: what, timeout: timeout)
+      }
       guard let connection = session.connection else {
         throw session.loss
           ?? LiaisonError(.invalidArgument, "Could not \(what): the lock '\(lock.name)' was already unlocked.")
@@ -313,22 +385,48 @@
       }
     }
 
+    /// ``run(_:doing:committing:timeout:)`` for a lease: in a transaction that holds the lease
+    /// while it runs (a failed statement leaves the lease held).
+    private func runLeased(_ query: PostgresQuery, on lease: HeldLease, doing what: String, timeout: Duration?)
+      async throws(LiaisonError) -> [PostgresRow]
+    {
+      guard lease.isHeld else {
+        throw lease.loss
+          ?? LiaisonError(.invalidArgument, "Could not \(what): the lock '\(lock.name)' was already unlocked.")
+      }
+      do {
+        // In a task of its own, awaited here: the statement runs to its end when the caller is
+        // cancelled (postgres-nio ends a cancelled query by closing its connection).
+        return try await Task { try await lease.runFenced(query, doing: what, committing: true, timeout: timeout) }
+          .value
+      } catch {
+        throw PostgresErrors.translate(error, doing: what, timeout: timeout)
+      }
+    }
+
     /// Runs `action` once the hold ends, lost or released.
-    func whenEnded(_ action: @escaping @Sendable () -> Void) { session.whenEnded(action) }
+    func whenEnded(_ action: @escaping @Sendable () -> Void) { hold.whenEnded(action) }
 
     /// The descriptor, in this process, of the socket whose session holds the lock; `nil` once
     /// unlocked or lost. A child that inherits it holds the session, and so the lock, with this
     /// process.
-    package var sessionSocket: CInt? { session.socketDescriptor }
+    package var sessionSocket: CInt? { hold.socketDescriptor }
 
     /// Leaves the lock to the processes holding its session's socket (``sessionSocket``): it is
     /// neither unlocked nor its connection closed by this process any more; the server releases it
     /// when the last of them ends.
-    package func leaveToSocketHolders() { session.leaveOpenUntilExit() }
+    package func leaveToSocketHolders() {
+      if case .session(let session) = hold { session.leaveOpenUntilExit() }
+    }
 
     /// Releases the lock. Calling it again does nothing. If the release fails, the connection is
     /// closed, which releases the lock on the server.
     public func unlock() async {
+      let session: HeldSession
+      switch hold {
+      case .session(let held): session = held
+      case .lease(let lease): return await lease.release()
+      }
       guard let connection = session.end(nil) else { return }
       let connector = lock.container.connector
       let unlock: PostgresQuery =

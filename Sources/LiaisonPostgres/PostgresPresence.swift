@@ -38,62 +38,102 @@
       }
       let id = try await resolveID()
       let connector = container.connector
+      if connector.holdsAreLeases {
+        let holder = UUID().uuidString
+        let sent = ContinuousClock.now
+        let rows = try await connector.query(
+          HeldLease.take(
+            claim: id, holder: holder, length: connector.timing.leaseLength, host: container.host,
+            pid: ProcessInfo.processInfo.processIdentifier, info: info, namespace: container.namespace.rawValue,
+            name: name.rawValue), doing: "claim the presence '\(name)'", committing: true)
+        guard !rows.isEmpty else { throw await alreadyClaimed() }
+        let lease = HeldLease(
+          kind: .claim(id: id, namespace: container.namespace.rawValue, name: name.rawValue), holder: holder,
+          sent: sent, connector: connector, what: "The claim on the presence '\(name)'")
+        return PostgresPresenceClaim(presence: self, id: id, lease: lease)
+      }
       let connection = try await connector.take()
       let namespace = container.namespace.rawValue
-      let rows: [PostgresRow]
+      let claimed: Bool
       do {
         // One statement: take the claim; if taken, take the watch lock too (observers waiting for
-        // it, shared, let go at once), write the record and notify, all visible at its commit.
-        rows = try await Connector.run(
+        // it, shared, let go at once), write the record and notify, all visible at its commit. A
+        // lease (a holder through a pooler in transaction mode) excludes it too: checked on the
+        // row's newest version, since a lease's taker holds the claim's advisory lock until its
+        // row is written.
+        let rows = try await Connector.run(
           """
           WITH claimed AS MATERIALIZED (SELECT pg_try_advisory_lock(\(Schema.claimClass), \(id)) AS held),
           watched AS MATERIALIZED (
             SELECT count(*) AS locks FROM claimed, LATERAL (SELECT pg_advisory_lock(\(Schema.watchClass), \(id))) AS w
-            WHERE claimed.held)
-          UPDATE liaison.presence SET host = \(container.host), pid = \(ProcessInfo.processInfo.processIdentifier),
-            info = \(info), since = now(), backend_pid = pg_backend_pid()
-          FROM claimed, watched WHERE claimed.held AND watched.locks = 1 AND id = \(id)
-          RETURNING pg_notify('liaison', concat_ws(' ', 'p', \(namespace), \(name.rawValue)))
+            WHERE claimed.held),
+          written AS (
+            UPDATE liaison.presence SET host = \(container.host), pid = \(ProcessInfo.processInfo.processIdentifier),
+              info = \(info), since = now(), backend_pid = pg_backend_pid()
+            FROM claimed, watched WHERE claimed.held AND watched.locks = 1 AND id = \(id)
+              AND (lease_end IS NULL OR lease_end <= clock_timestamp())
+            RETURNING pg_notify('liaison', concat_ws(' ', 'p', \(namespace), \(name.rawValue))))
+          SELECT claimed.held, (SELECT count(*) FROM written) FROM claimed
           """, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger,
           committing: true)
+        let (held, written) = try rows.first!.decode((Bool, Int64).self)
+        claimed = held && written == 1
+        if held && !claimed {
+          _ = try await Connector.run(
+            "SELECT pg_advisory_unlock(\(Schema.claimClass), \(id)), pg_advisory_unlock(\(Schema.watchClass), \(id))",
+            on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        }
       } catch {
         connector.close(connection)
         throw PostgresErrors.translate(error, doing: "claim the presence '\(name)'")
       }
-      guard !rows.isEmpty else {
+      guard claimed else {
         connector.giveBack(connection)
-        let holder = try? await self.holder
-        throw LiaisonError(
-          .alreadyClaimed,
-          "The presence '\(name)' is already claimed\(holder.map { " by \($0)" } ?? " (its holder is starting or ending)")."
-        )
+        throw await alreadyClaimed()
       }
       return PostgresPresenceClaim(presence: self, id: id, connection: connection)
     }
 
+    /// The error of a claim that another holder has.
+    private func alreadyClaimed() async -> LiaisonError {
+      let holder = try? await self.holder
+      return LiaisonError(
+        .alreadyClaimed,
+        "The presence '\(name)' is already claimed\(holder.map { " by \($0)" } ?? " (its holder is starting or ending)")."
+      )
+    }
+
     /// The holder, if the presence is active: read from the server, without disturbing the holder.
     public var holder: PresenceHolder? {
-      get async throws(LiaisonError) {
-        let rows = try await container.query(
-          """
-          SELECT p.host, p.pid, p.info, extract(epoch FROM p.since)::float8 FROM liaison.presence p
-          JOIN pg_locks l ON l.locktype = 'advisory' AND l.classid = \(Schema.claimClass)::oid
-            AND l.objid = p.id::oid AND l.objsubid = 2 AND l.granted AND l.pid = p.backend_pid
-            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-          WHERE p.namespace = \(container.namespace.rawValue) AND p.name = \(name.rawValue)
-          """, doing: "read the holder of the presence '\(name)'")
-        guard let row = rows.first else { return nil }
-        guard
-          let (host, pid, info, since) = try? row.decode((String?, Int32?, String?, Double?).self, context: .default)
-        else {
-          throw LiaisonError(
-            .corruptFile,
-            "The holder record of the presence '\(name)' in liaison.presence was not written by Liaison. Delete its "
-              + "row; the next claim makes a new one.")
-        }
-        return PresenceHolder(
-          kind: .claim, processID: pid ?? 0, since: Date(timeIntervalSince1970: since ?? 0), info: info, host: host)
+      get async throws(LiaisonError) { try await holderRecord()?.holder }
+    }
+
+    /// The holder, if the presence is active, and whether it holds a lease (through a pooler
+    /// in transaction mode) rather than a session of its own.
+    private func holderRecord() async throws(LiaisonError) -> (holder: PresenceHolder, isLease: Bool)? {
+      let rows = try await container.query(
+        """
+        SELECT p.host, p.pid, p.info, extract(epoch FROM p.since)::float8, p.lease_end > clock_timestamp()
+        FROM liaison.presence p
+        WHERE p.namespace = \(container.namespace.rawValue) AND p.name = \(name.rawValue)
+          AND (p.lease_end > clock_timestamp() OR EXISTS (
+            SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = \(Schema.claimClass)::oid
+              AND l.objid = p.id::oid AND l.objsubid = 2 AND l.granted AND l.pid = p.backend_pid
+              AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())))
+        """, doing: "read the holder of the presence '\(name)'")
+      guard let row = rows.first else { return nil }
+      guard
+        let (host, pid, info, since, isLease) = try? row.decode(
+          (String?, Int32?, String?, Double?, Bool?).self, context: .default)
+      else {
+        throw LiaisonError(
+          .corruptFile,
+          "The holder record of the presence '\(name)' in liaison.presence was not written by Liaison. Delete its "
+            + "row; the next claim makes a new one.")
       }
+      let holder = PresenceHolder(
+        kind: .claim, processID: pid ?? 0, since: Date(timeIntervalSince1970: since ?? 0), info: info, host: host)
+      return (holder, isLease ?? false)
     }
 
     /// Whether the presence is held now.
@@ -123,19 +163,26 @@
         var iterator = wakeUps.makeAsyncIterator()
         while !Task.isCancelled {
           do {
-            let holder = try await self.holder
-            let change: PresenceChange = holder.map { .claimed($0) } ?? .released
+            let record = try await self.holderRecord()
+            let change: PresenceChange = record.map { .claimed($0.holder) } ?? .released
             if change != last {
               output.yield(change)
               last = change
             }
+            // A session's end is waited for on the server; a lease's end (it may run out
+            // without a word) is looked for every poll interval.
             let startsWatch =
-              holder != nil
+              record != nil
               && watching.withLock { watching in
                 defer { watching = true }
                 return !watching
               }
-            if startsWatch { watch = Task { await self.waitForHolderEnd(then: poke, watching: watching) } }
+            if startsWatch, let record {
+              watch =
+                record.isLease
+                ? Task { await self.lookAgainSoon(then: poke, watching: watching) }
+                : Task { await self.waitForHolderEnd(then: poke, watching: watching) }
+            }
           } catch {
             // The server is away: the listener's reconnect wakes this loop.
           }
@@ -153,6 +200,13 @@
         poke.finish()
       }
       return PostgresPresenceChanges(stream: changes)
+    }
+
+    /// Wakes the observer after a ``Listener/pollInterval``: the watch of a lease's end.
+    private func lookAgainSoon(then poke: AsyncStream<Void>.Continuation, watching: Locked<Bool>) async {
+      try? await Task.sleep(for: Listener.pollInterval)
+      watching.withLock { $0 = false }
+      poke.yield()
     }
 
     /// Waits, on a connection of its own, until the holder's watch lock is free (its session
@@ -210,39 +264,55 @@
     public let presence: PostgresPresence
     /// The presence's row id, which its two advisory locks are keyed by.
     private let id: Int32
-    private let session: HeldSession
+    private let hold: Hold
 
+    /// A claim held by `connection`'s session.
     init(presence: PostgresPresence, id: Int32, connection: PostgresConnection) {
       self.presence = presence
       self.id = id
-      session = HeldSession(
-        connection: connection, connector: presence.container.connector,
-        what: "The claim on the presence '\(presence.name)'")
+      hold = .session(
+        HeldSession(
+          connection: connection, connector: presence.container.connector,
+          what: "The claim on the presence '\(presence.name)'"))
+    }
+
+    /// A claim held as a lease.
+    init(presence: PostgresPresence, id: Int32, lease: HeldLease) {
+      self.presence = presence
+      self.id = id
+      hold = .lease(lease)
     }
 
     /// Whether the claim is held: `false` once released or lost.
-    public var isHeld: Bool { session.isHeld }
+    public var isHeld: Bool { hold.isHeld }
     /// Why the claim was lost (code ``/Liaison/LiaisonError/Code/lost``); `nil` while held and after
     /// ``release()``.
-    public var loss: LiaisonError? { session.loss }
+    public var loss: LiaisonError? { hold.loss }
     /// Waits until the claim is lost and returns why; `nil` once released.
     ///
     /// - Throws: ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled first.
-    public func waitForLoss() async throws(LiaisonError) -> LiaisonError? { try await session.waitForLoss() }
+    public func waitForLoss() async throws(LiaisonError) -> LiaisonError? { try await hold.waitForLoss() }
 
     /// The descriptor, in this process, of the socket whose session holds the claim; `nil` once
     /// released or lost (see ``PostgresLockGuard/sessionSocket``).
-    package var sessionSocket: CInt? { session.socketDescriptor }
+    package var sessionSocket: CInt? { hold.socketDescriptor }
 
     /// Leaves the claim to the processes holding its session's socket (see
     /// ``PostgresLockGuard/leaveToSocketHolders()``).
-    package func leaveToSocketHolders() { session.leaveOpenUntilExit() }
+    package func leaveToSocketHolders() {
+      if case .session(let session) = hold { session.leaveOpenUntilExit() }
+    }
 
     /// Gives the presence up: unlocks the claim, then the watch lock that observers wait for, in
     /// one statement, so that the presence reads inactive everywhere when this returns. Calling it
     /// again does nothing. If the statement fails, the connection is closed, which ends the
     /// session and so both locks, once the server has seen it go.
     public func release() async {
+      let session: HeldSession
+      switch hold {
+      case .session(let held): session = held
+      case .lease(let lease): return await lease.release()
+      }
       guard let connection = session.end(nil) else { return }
       let connector = presence.container.connector
       do {

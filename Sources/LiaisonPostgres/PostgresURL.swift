@@ -64,6 +64,9 @@
     var connectTimeout: Int?
     /// What a server must be (`target_session_attrs`).
     var targetSessionAttributes: TargetSessionAttributes
+    /// Liaison's own `pool_mode`: `transaction` when the endpoint is a pooler in transaction mode
+    /// (PgBouncer's term), so that holds are leases rather than sessions (see ``ConnectionTargets/holdsAreLeases``).
+    var holdsAreLeases: Bool
 
     /// The first server.
     var server: Server { hosts[0].server }
@@ -75,7 +78,7 @@
     /// The parameters a URL may carry.
     static let parameters = [
       "host", "port", "user", "password", "dbname", "sslmode", "sslrootcert", "sslcert", "sslkey", "application_name",
-      "fallback_application_name", "connect_timeout", "target_session_attrs",
+      "fallback_application_name", "connect_timeout", "target_session_attrs", "pool_mode",
     ]
     /// The environment variables read, by parameter, as libpq reads them.
     static let variables = [
@@ -255,6 +258,20 @@
         sessionAttributes = attributes
       }
 
+      var holdsAreLeases = false
+      if let text = values["pool_mode"] {
+        switch text {
+        case "session": holdsAreLeases = false
+        case "transaction": holdsAreLeases = true
+        case "statement":
+          throw .url(
+            "pool_mode 'statement' cannot be used: Liaison runs transactions of several statements, which a pooler "
+              + "in statement mode refuses. Use the pooler in transaction or session mode")
+        default:
+          throw .url("pool_mode '\(text)' is not one of session, transaction")
+        }
+      }
+
       // The servers, each with its port: one port for all, or one per host.
       var servers: [Server] = []
       if case (let text, let source)? = value("host") {
@@ -312,14 +329,15 @@
       }
       return PostgresURL(
         user: user, hosts: hosts, database: database, tls: tls, applicationName: applicationName,
-        connectTimeout: connectTimeout, targetSessionAttributes: sessionAttributes)
+        connectTimeout: connectTimeout, targetSessionAttributes: sessionAttributes, holdsAreLeases: holdsAreLeases)
     }
 
     private init(
       user: String, hosts: [Host], database: String, tls: PostgresTLS.Settings, applicationName: String,
       connectTimeout: Int?,
-      targetSessionAttributes: TargetSessionAttributes
+      targetSessionAttributes: TargetSessionAttributes, holdsAreLeases: Bool
     ) {
+      self.holdsAreLeases = holdsAreLeases
       self.user = user
       self.hosts = hosts
       self.database = database
@@ -376,7 +394,8 @@
         targets.append(ConnectionTarget(configuration: configuration, passwordSource: host.passwordSource))
       }
       return ConnectionTargets(
-        targets: targets, sessionAttributes: targetSessionAttributes, connectTimeoutSeconds: connectTimeout)
+        targets: targets, sessionAttributes: targetSessionAttributes, connectTimeoutSeconds: connectTimeout,
+        holdsAreLeases: holdsAreLeases)
     }
 
     /// The postgres-nio configuration that connects to the first server as this URL says.

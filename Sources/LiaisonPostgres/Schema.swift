@@ -17,7 +17,9 @@
     /// The version of the schema this code sets up, kept in the schema's comment
     /// (``comment``). A database set up by an older version gains the newer tables and
     /// functions at the next start.
-    static let version = 3
+    ///
+    /// 4 added the lease columns (``Leases``), which code of version 3 does without.
+    static let version = 4
     /// The oldest version of this code that can use this version of the schema: a later schema
     /// that only adds to this one says so in its comment, and this code then uses it as it is.
     static let usableFrom = 3
@@ -139,6 +141,13 @@
               kind smallint NOT NULL,
               value bytea NOT NULL,
               PRIMARY KEY (namespace, domain, key));
+            -- Leases (pool_mode=transaction): a lock's exclusive lease, and its shared ones (holder
+            -- to end, in milliseconds since 1970 by the server's clock); a claim's lease.
+            ALTER TABLE liaison.lock ADD COLUMN IF NOT EXISTS lease_holder uuid,
+              ADD COLUMN IF NOT EXISTS lease_end timestamptz,
+              ADD COLUMN IF NOT EXISTS shared_leases jsonb NOT NULL DEFAULT '{}';
+            ALTER TABLE liaison.presence ADD COLUMN IF NOT EXISTS lease_holder uuid,
+              ADD COLUMN IF NOT EXISTS lease_end timestamptz;
             \(MailboxSchema.tablesAndFunctions)
             COMMENT ON SCHEMA liaison IS '\(comment)';
           END $liaison$

@@ -204,7 +204,7 @@ extension SharedContainer: CommandPlace {
     func run(_ command: [String], holding held: PostgresLockGuard, grace: Duration) async throws -> Int32 {
       let what = "the lock '\(held.lock.name)'"
       let status = await superviseCommand(
-        command, holding: what, socket: try Self.socket(held.sessionSocket, of: what, loss: held.loss), grace: grace,
+        command, holding: what, socket: try socket(held.sessionSocket, of: what, loss: held.loss), grace: grace,
         waitForLoss: { await lossOrRelease(held.waitForLoss) })
       // Not unlocked: a process the command started with the socket may hold it still (as with a
       // folder's lock); liaison exits next, and the server ends the session once nobody holds it.
@@ -217,15 +217,22 @@ extension SharedContainer: CommandPlace {
     func run(_ command: [String], claiming claim: PostgresPresenceClaim, grace: Duration) async throws -> Int32 {
       let what = "the presence '\(claim.presence.name)'"
       let status = await superviseCommand(
-        command, holding: what, socket: try Self.socket(claim.sessionSocket, of: what, loss: claim.loss),
+        command, holding: what, socket: try socket(claim.sessionSocket, of: what, loss: claim.loss),
         grace: grace, waitForLoss: { await lossOrRelease(claim.waitForLoss) })
       claim.leaveToSocketHolders()
       return status
     }
 
     /// The socket of a hold's session, for its command to inherit.
-    private static func socket(_ socket: CInt?, of what: String, loss: LiaisonError?) throws -> CInt {
+    private func socket(_ socket: CInt?, of what: String, loss: LiaisonError?) throws -> CInt {
       if let loss { throw loss }
+      if holdsAreLeases {
+        throw CLIError(
+          "Through a pooler in transaction mode (pool_mode=transaction), \(what) is a lease that liaison renews: "
+            + "were liaison killed, the lease would end while the command still ran. Nothing was run. To run a "
+            + "command under it, connect to the server directly or through the pooler in session mode.",
+          status: ExitStatus.usage)
+      }
       guard let socket else {
         throw CLIError(
           "Could not find the socket of the connection that holds \(what), so the command would not hold it if "

@@ -10,6 +10,9 @@
   enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case local
     case postgres
+    /// PostgreSQL through a real PgBouncer in transaction mode, with `pool_mode=transaction`:
+    /// locks and claims are leases, notifications are polled.
+    case pooled
 
     var testDescription: String { rawValue }
   }
@@ -22,7 +25,15 @@
     let spec: String
     let namespace: String
     let server: PostgresTestServer?
+    /// The URL the place opens (PostgreSQL, directly or through the pooler).
+    let url: String?
     private let directory: TemporaryDirectory?
+
+    /// The PgBouncer in transaction mode in front of the shared server, for every `pooled` place
+    /// on it.
+    static let sharedPooler: Result<PgBouncerTestServer, any Error> = Result {
+      try PgBouncerTestServer.start(in: try PostgresTestServer.shared.get(), mode: .transaction)
+    }
 
     /// Needs PostgreSQL to be installed for the `postgres` backend (``PostgresTestServer/mustRun``).
     static let postgresMessage: Comment = "needs PostgreSQL (apt-get install postgresql)"
@@ -34,14 +45,30 @@
       case .local:
         directory = TemporaryDirectory()
         self.server = nil
+        url = nil
         spec = directory!.path
       case .postgres:
         directory = nil
         let server = try server ?? PostgresTestServer.shared.get()
         self.server = server
-        spec = Self.url(server, host: host) + "#" + self.namespace
+        url = Self.url(server, host: host)
+        spec = url! + "#" + self.namespace
+      case .pooled:
+        directory = nil
+        let pooler =
+          try server.map { try PgBouncerTestServer.start(in: $0, mode: .transaction) }
+          ?? Self.sharedPooler.get()
+        self.server = try server ?? PostgresTestServer.shared.get()
+        url = pooler.url + "&pool_mode=transaction"
+        spec = url! + "#" + self.namespace
+        self.pooler = pooler
+        return
       }
+      pooler = nil
     }
+
+    /// The pooler a `pooled` place goes through.
+    let pooler: PgBouncerTestServer?
 
     static func url(_ server: PostgresTestServer, host: String? = nil) -> String {
       (host.map { server.url(host: $0) } ?? server.url) + "?sslmode=disable"
@@ -53,9 +80,8 @@
     {
       switch backend {
       case .local: return try SharedContainer(directory: spec)
-      case .postgres:
-        return try await PostgresContainer(
-          url: Self.url(server!), namespace: namespace, detectionBound: detectionBound)
+      case .postgres, .pooled:
+        return try await PostgresContainer(url: url!, namespace: namespace, detectionBound: detectionBound)
       }
     }
 
@@ -67,9 +93,8 @@
     ) async throws -> any CoordinationStore {
       switch backend {
       case .local: return try SharedContainer(directory: spec, encoder: encoder, decoder: decoder)
-      case .postgres:
-        return try await PostgresContainer(
-          url: Self.url(server!), namespace: namespace, encoder: encoder, decoder: decoder)
+      case .postgres, .pooled:
+        return try await PostgresContainer(url: url!, namespace: namespace, encoder: encoder, decoder: decoder)
       }
     }
 
@@ -81,11 +106,15 @@
     }
 
     /// Whether the peer `pid` waits for the lock `name`: asleep in the kernel (a folder), or in
-    /// the server's lock queue (PostgreSQL).
+    /// the server's lock queue (PostgreSQL). A lease's waiter (`pooled`) tries again every poll
+    /// interval and leaves no trace between tries: it counts as waiting once its process runs
+    /// (a test then shows what it shows whether or not its first try came before).
     func waits(_ pid: Int32, for name: String) throws -> Bool {
       switch backend {
       case .local:
         return try KernelLocks.hasBlockedWaiter(pid: pid)
+      case .pooled:
+        return kill(pid, 0) == 0
       case .postgres:
         let count = try server!.psql(
           """

@@ -8,7 +8,8 @@
   /// Liaison behind a real PgBouncer (Debian's), as a managed service's pooled endpoint is: in
   /// session mode every part works; in transaction or statement mode, where a lock would belong
   /// to whichever client gets the session next, opening the place fails at once and says what to
-  /// do, so that nothing is ever shared.
+  /// do, so that nothing is ever shared; in transaction mode with `pool_mode=transaction`, locks
+  /// and claims are leases (the conformance suite runs through it too: the `pooled` backend).
   @Suite("PostgreSQL behind PgBouncer")
   struct PoolerTests {
     static let message: Comment = "needs PostgreSQL and PgBouncer (apt-get install postgresql pgbouncer)"
@@ -32,7 +33,145 @@
       #expect(
         error?.message.contains("pooler in transaction or statement mode") == true, "\(String(describing: error))")
       #expect(error?.message.contains("Connect to the server directly") == true)
+      #expect(error?.message.contains("pool_mode=transaction") == true)
       #expect(try server.psql("SELECT count(*) FROM pg_namespace WHERE nspname = 'liaison'") == "0")
+      // With pool_mode=transaction, a transaction pooler is what is expected; a statement pooler,
+      // which refuses transactions, is still refused.
+      if mode == .statement {
+        let refused = await #expect(throws: LiaisonError.self) {
+          try await PostgresContainer(url: bouncer.url + "&pool_mode=transaction", namespace: namespace)
+        }
+        #expect(refused?.message.contains("refuses transactions") == true, "\(String(describing: refused))")
+        #expect(try server.psql("SELECT count(*) FROM pg_namespace WHERE nspname = 'liaison'") == "0")
+      }
+    }
+
+    // MARK: Leases (pool_mode=transaction)
+
+    /// Through a transaction pooler with `pool_mode=transaction`, a lock and a claim are leases:
+    /// rows with a holder and an end, and no advisory lock on the server. A lease and a session
+    /// (a container connected directly) exclude each other both ways, and the fencing token grows
+    /// across both.
+    @Test(.enabled(if: Self.mustRun, Self.message))
+    func leasesAndSessionsExcludeEachOther() async throws {
+      let server = try PostgresTestServer.start()
+      defer { server.remove() }
+      let bouncer = try PgBouncerTestServer.start(in: server, mode: .transaction)
+      defer { bouncer.remove() }
+      let namespace = namespace
+      let pooled = try await PostgresContainer(url: bouncer.url + "&pool_mode=transaction", namespace: namespace)
+      let direct = try await PostgresContainer(url: BackendPlace.url(server), namespace: namespace)
+
+      let leased = try #require(try await pooled.lock("job").tryLock())
+      let leaseToken = try await leased.fencingToken()
+      #expect(
+        try server.psql("SELECT count(*) FROM liaison.lock WHERE name = 'job' AND lease_end > now()") == "1")
+      #expect(try server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted") == "0")
+      #expect(try await direct.lock("job").tryLock(.exclusive) == nil)
+      #expect(try await direct.lock("job").tryLock(.shared) == nil)
+      await #expect { try await direct.lock("job").lock(timeout: .milliseconds(600)) } throws: {
+        ($0 as? LiaisonError)?.code == .timedOut
+      }
+      await leased.unlock()
+      let session = try await direct.lock("job").lock(timeout: .seconds(30))
+      #expect(try await session.fencingToken() > leaseToken)
+      #expect(try await pooled.lock("job").tryLock(.exclusive) == nil)
+      #expect(try await pooled.lock("job").tryLock(.shared) == nil)
+      // A lease's waiter takes it once the session lets go.
+      let waiter = Task { try await pooled.lock("job").lock(timeout: .seconds(30)) }
+      await session.unlock()
+      let next = try await waiter.value
+      #expect(try await next.fencingToken() > leaseToken + 1)
+      await next.unlock()
+
+      // Shared leases share, with each other and with shared sessions; they exclude exclusive.
+      let sharedLease = try #require(try await pooled.lock("job").tryLock(.shared))
+      let otherShared = try #require(try await pooled.lock("job").tryLock(.shared))
+      let sharedSession = try #require(try await direct.lock("job").tryLock(.shared))
+      #expect(try await direct.lock("job").tryLock(.exclusive) == nil)
+      #expect(try await pooled.lock("job").tryLock(.exclusive) == nil)
+      await sharedLease.unlock()
+      await otherShared.unlock()
+      await sharedSession.unlock()
+
+      // A claim is a lease too, and excludes a session's claim (and the other way round).
+      let claim = try await pooled.presence("recorder").claim(info: "pooled")
+      #expect(try await direct.presence("recorder").holder?.info == "pooled")
+      await #expect { try await direct.presence("recorder").claim() } throws: {
+        ($0 as? LiaisonError)?.code == .alreadyClaimed
+      }
+      await claim.release()
+      #expect(try await direct.presence("recorder").isActive == false)
+      let sessionClaim = try await direct.presence("recorder").claim()
+      await #expect { try await pooled.presence("recorder").claim() } throws: {
+        ($0 as? LiaisonError)?.code == .alreadyClaimed
+      }
+      await sessionClaim.release()
+      await pooled.close()
+      await direct.close()
+    }
+
+    /// A lease does not live in a connection: a restart of the pooler leaves it held, and it is
+    /// renewed through the pooler once it is back.
+    @Test(.enabled(if: Self.mustRun, Self.message))
+    func aLeaseOutlivesAPoolerRestart() async throws {
+      let server = try PostgresTestServer.start()
+      defer { server.remove() }
+      let bouncer = try PgBouncerTestServer.start(in: server, mode: .transaction)
+      defer { bouncer.remove() }
+      let place = try await PostgresContainer(
+        url: bouncer.url + "&pool_mode=transaction", namespace: namespace, detectionBound: .seconds(3))
+      let held = try await place.lock("job").lock()
+      let restartedAt = try server.psql("SELECT clock_timestamp()")
+      try bouncer.restart()
+      try await waitUntilOffThePool("a renewal through the pooler after its restart") {
+        let renewed = try server.psql(
+          "SELECT count(*) FROM liaison.lock WHERE name = 'job' AND lease_end > '\(restartedAt)'::timestamptz + interval '3 s'"
+        )
+        return renewed == "1"
+      }
+      #expect(held.isHeld)
+      #expect(held.loss == nil)
+      await held.unlock()
+      await place.close()
+    }
+
+    /// A holder cut off from the server (the pooler frozen: its statements go unanswered)
+    /// learns that its lease is lost before another process may take the lock, which then takes
+    /// it with a larger token: the order the fencing token relies on.
+    @Test(.enabled(if: Self.mustRun, Self.message))
+    func aHolderCutOffLearnsOfTheLossBeforeAnotherTakesTheLock() async throws {
+      let server = try PostgresTestServer.start()
+      defer { server.remove() }
+      let bouncer = try PgBouncerTestServer.start(in: server, mode: .transaction)
+      defer { bouncer.remove() }
+      let namespace = namespace
+      let pooled = try await PostgresContainer(
+        url: bouncer.url + "&pool_mode=transaction", namespace: namespace, detectionBound: .seconds(5))
+      let direct = try await PostgresContainer(url: BackendPlace.url(server), namespace: namespace)
+      let held = try await pooled.lock("job").lock()
+      let firstToken = try await held.fencingToken()
+      bouncer.freeze()
+      defer { bouncer.thaw() }
+      try await withThrowingTaskGroup(of: (String, ContinuousClock.Instant).self) { group in
+        group.addTask {
+          let loss = try await held.waitForLoss()
+          #expect(loss?.code == .lost, "\(String(describing: loss))")
+          return ("loss", .now)
+        }
+        group.addTask {
+          let taken = try await direct.lock("job").lock(timeout: .seconds(60))
+          #expect(try await taken.fencingToken() > firstToken)
+          await taken.unlock()
+          return ("taken", .now)
+        }
+        var order: [String] = []
+        for try await (event, _) in group { order.append(event) }
+        #expect(order == ["loss", "taken"])
+      }
+      bouncer.thaw()
+      await pooled.close()
+      await direct.close()
     }
 
     /// Through a pooler in session mode, every part works as on a direct connection (the one

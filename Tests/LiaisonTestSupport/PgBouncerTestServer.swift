@@ -127,6 +127,7 @@ public final class PgBouncerTestServer: Sendable {
     try process.withLock { process in
       if let running = process {
         running.kill(SIGTERM)
+        running.kill(SIGCONT)  // if frozen
         running.wait()
         process = nil
       }
@@ -135,11 +136,23 @@ public final class PgBouncerTestServer: Sendable {
     }
   }
 
+  /// Freezes it (`SIGSTOP`) until ``thaw()``: its clients' connections stay open and their
+  /// statements go unanswered, as across a cut network.
+  public func freeze() {
+    process.withLock { $0?.kill(SIGSTOP) }
+  }
+
+  /// Lets a frozen pooler go on (`SIGCONT`).
+  public func thaw() {
+    process.withLock { $0?.kill(SIGCONT) }
+  }
+
   /// Stops it and deletes its folder; calling it again does nothing.
   public func remove() {
     let stopped = process.withLock { process -> Bool in
       guard let running = process else { return false }
       running.kill(SIGTERM)
+      running.kill(SIGCONT)  // if frozen
       running.wait()
       process = nil
       return true
