@@ -25,8 +25,9 @@
   /// Two applications in one database never collide when their namespaces differ. Everything
   /// lives in the schema `liaison`, created on first use (under a lock, so that processes
   /// starting together do not race). Each held lock or claim uses a connection of its own that
-  /// nothing else shares; put no connection pooler in transaction mode (PgBouncer) between
-  /// Liaison and the server: it breaks session locks and `LISTEN`.
+  /// nothing else shares. Through a connection pooler in transaction mode (PgBouncer), which
+  /// would break session locks and `LISTEN`, add `pool_mode=transaction` to the URL: locks and
+  /// claims are then leases, and notifications are polled (see <doc:MovingToSeveralMachines>).
   public final class PostgresContainer: Sendable {
     /// The namespace: names of locks, presences and signals are unique within it.
     public let namespace: LiaisonName
@@ -77,7 +78,8 @@
     /// HOST may be a Unix socket's folder, percent-encoded, or given as `?host=/var/run/postgresql`.
     /// The parameters read are `host`, `port`, `user`, `password`, `dbname`, `sslmode`,
     /// `sslrootcert`, `sslcert`, `sslkey`, `application_name`, `fallback_application_name`,
-    /// `connect_timeout` and `target_session_attrs`; any other is refused.
+    /// `connect_timeout` and `target_session_attrs`, and Liaison's own `pool_mode`; any other is
+    /// refused.
     ///
     /// What the URL leaves out comes, as in libpq, from `PGHOST`, `PGPORT`, `PGUSER`,
     /// `PGDATABASE`, `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`, `PGAPPNAME`,
@@ -104,6 +106,10 @@
     ///   `primary`, `standby` or `prefer-standby`. When none fits, the error names each server
     ///   and why it was passed over. Give `read-write` when the hosts are a primary and its
     ///   standbys: locks taken on two different servers do not exclude each other.
+    /// - **`pool_mode`**: `session` (the default) or `transaction`, for a pooler in transaction
+    ///   mode: locks and claims become leases renewed in short transactions (a dead holder is
+    ///   passed over within the detection bound, not at once), and notifications are polled
+    ///   every 250 ms. Without it, such a pooler is refused when the container opens.
     /// - **TLS**, chosen as libpq chooses it:
     ///   - `sslmode`: `disable`; `allow` or `prefer` (the default: TLS when the server offers it);
     ///     `require` (always TLS); `verify-ca` (and the server's certificate signed by a trusted
@@ -132,7 +138,8 @@
     /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a URL (or a variable) that
     ///   cannot be read, or a TLS file that is missing or not PEM (`verify-ca` or `verify-full`
     ///   without a root certificate included), or an endpoint that shares sessions between clients
-    ///   (a pooler in transaction mode); ``/Liaison/LiaisonError/Code/unsafeFile`` for a password
+    ///   (a pooler in transaction mode, without `pool_mode=transaction`; in statement mode,
+    ///   always); ``/Liaison/LiaisonError/Code/unsafeFile`` for a password
     ///   file or key file that others may read; ``/Liaison/LiaisonError/Code/invalidName`` for a
     ///   namespace that breaks the naming rule; ``/Liaison/LiaisonError/Code/unavailable`` when no
     ///   server can be reached or the TLS handshake fails (the message says why: an untrusted

@@ -38,15 +38,28 @@ enum Chaos {
     /// Run on a throwaway PostgreSQL server, restarted at random, with a network cut at random
     /// (``PostgresChaos``); needs the package trait `Postgres` and root.
     var postgres = false
+    /// With `postgres`: every worker goes through a PgBouncer in transaction mode with
+    /// `pool_mode=transaction` (leases, polled notifications), and the pooler is restarted at
+    /// random instead of a network being cut.
+    var pooled = false
   }
 
   static func parse(_ arguments: [String]) -> Options? {
     var options = Options()
     var rest = arguments[...]
     while let flag = rest.popFirst() {
-      if flag == "--sabotage" || flag == "--postgres" {
-        if flag == "--sabotage" { options.sabotage = true } else { options.postgres = true }
+      switch flag {
+      case "--sabotage":
+        options.sabotage = true
         continue
+      case "--postgres":
+        options.postgres = true
+        continue
+      case "--pooled":
+        options.postgres = true
+        options.pooled = true
+        continue
+      default: break
       }
       guard let value = rest.popFirst() else { return nil }
       switch flag {
@@ -67,6 +80,7 @@ enum Chaos {
 
   static let usage =
     "usage: liaison-bench chaos [--processes N (2-64, default 6)] [--seconds S (default 20)] [--seed N] [--sabotage] [--postgres]"
+    + " [--pooled (PostgreSQL through PgBouncer in transaction mode)]"
 
   // MARK: The run
 

@@ -56,24 +56,30 @@ import Foundation
         }
       }
       var random = SplitMix64(seed: options.seed)
-      guard NetworkNamespace.unavailableReason == nil else {
+      guard options.pooled || NetworkNamespace.unavailableReason == nil else {
         throw BenchError("the PostgreSQL chaos cuts a network: \(NetworkNamespace.unavailableReason!)")
       }
-      let network = try NetworkNamespace.create()
-      defer { network.remove() }
-      let server = try PostgresTestServer.start(listenAddresses: ["127.0.0.1", network.hostAddress])
+      let network = options.pooled ? nil : try NetworkNamespace.create()
+      defer { network?.remove() }
+      let server = try PostgresTestServer.start(
+        listenAddresses: ["127.0.0.1"] + [network?.hostAddress].compactMap { $0 })
       defer { server.remove() }
+      let pooler = options.pooled ? try PgBouncerTestServer.start(in: server, mode: .transaction) : nil
+      defer { pooler?.remove() }
       try server.psql(
         """
         CREATE TABLE chaos_resource (id integer PRIMARY KEY, token bigint NOT NULL);
         INSERT INTO chaos_resource VALUES (1, 0);
         CREATE TABLE chaos_write (id bigserial PRIMARY KEY, token bigint NOT NULL, worker text NOT NULL);
         """)
-      let local = server.url + "?sslmode=disable#" + namespace
-      let remote = server.url(host: network.hostAddress) + "?sslmode=disable#" + namespace
+      let local =
+        (pooler.map { $0.url + "&pool_mode=transaction" } ?? server.url + "?sslmode=disable") + "#" + namespace
+      let remote = network.map { server.url(host: $0.hostAddress) + "?sslmode=disable#" + namespace } ?? local
       print(
         "chaos: PostgreSQL, \(options.processes) processes for \(options.seconds) s, seed \(options.seed); "
-          + "worker 1 on a network that is cut")
+          + (pooler == nil
+            ? "worker 1 on a network that is cut"
+            : "through PgBouncer in transaction mode (leases), which is restarted"))
       if options.sabotage {
         print(
           "chaos: SABOTAGED workers (no lock, a made-up token, messages not logged, counts skipped): violations expected"
@@ -81,17 +87,24 @@ import Foundation
         setenv(Chaos.sabotageVariable, "1", 1)
       }
 
-      let inNamespace: ([String]) -> [String] = { network.command($0) }
       let here: ([String]) -> [String] = { $0 }
+      let inNamespace: ([String]) -> [String] = network.map { network in { network.command($0) } } ?? here
       func start(_ index: Int, _ incarnation: Int, seed: UInt64) throws -> Chaos.Worker {
         try Chaos.Worker(
           role: "postgres-chaos-worker", index: index, incarnation: incarnation,
           place: index == 1 ? remote : local, logs: work, seed: seed, launcher: index == 1 ? inNamespace : here)
       }
       var workers: [Chaos.Worker] = []
-      for index in 0..<options.processes { workers.append(try start(index, 0, seed: random.next())) }
+      for index in 0..<options.processes {
+        do {
+          workers.append(try start(index, 0, seed: random.next()))
+        } catch {
+          if let pooler { print("chaos: PgBouncer's log:\n" + pooler.log) }
+          throw error
+        }
+      }
       let deadline = now() + UInt64(options.seconds * 1e9)
-      var (kills, restarts, cuts) = (0, 0, 0)
+      var (kills, restarts, cuts, poolerRestarts) = (0, 0, 0, 0)
       var selfEnded: [String] = []
       while now() < deadline {
         usleep(UInt32(random.next() % 300_000 + 100_000))  // the chaos's own rhythm
@@ -100,11 +113,16 @@ import Foundation
           try server.restart()
           restarts += 1
         case 1:
-          // Longer than the holder's notice (≈ 0.7 s at a 2 s bound) half the time.
-          try network.cut()
-          usleep(UInt32(random.next() % 2_500_000 + 300_000))
-          try network.restore()
-          cuts += 1
+          if let pooler {
+            try pooler.restart()
+            poolerRestarts += 1
+          } else if let network {
+            // Longer than the holder's notice (≈ 0.7 s at a 2 s bound) half the time.
+            try network.cut()
+            usleep(UInt32(random.next() % 2_500_000 + 300_000))
+            try network.restore()
+            cuts += 1
+          }
         default:
           let victim = Int(random.next() % UInt64(workers.count))
           if let ending = workers[victim].kill().endedByItself { selfEnded.append(ending) }
@@ -124,7 +142,9 @@ import Foundation
       var report = Chaos.Report()
       for ending in selfEnded { report.violation(ending) }
       try check(logs: work, server: server, report: &report)
-      print("chaos: \(restarts) server restarts, \(cuts) network cuts (worker 1)")
+      print(
+        "chaos: \(restarts) server restarts, "
+          + (pooler == nil ? "\(cuts) network cuts (worker 1)" : "\(poolerRestarts) PgBouncer restarts"))
       report.print(kills: kills)
       keepLogs = !report.violations.isEmpty
       return report.violations.count
@@ -151,7 +171,19 @@ import Foundation
       Task.detached {
         defer { done.signal() }
         do {
-          let container = try await PostgresContainer(url: parts[0], namespace: parts[1], detectionBound: .seconds(2))
+          // Opened again while the server is away (a restart; through the pooler, which refuses
+          // clients for a while after a failed login), as a service that starts then would.
+          var opened: PostgresContainer?
+          for attempt in 1...100 {
+            do {
+              opened = try await PostgresContainer(url: parts[0], namespace: parts[1], detectionBound: .seconds(2))
+              break
+            } catch let error as LiaisonError where error.code == .unavailable && attempt < 100 {
+              note("e \(error.code)")
+              try await Task.sleep(for: .milliseconds(200))
+            }
+          }
+          let container = opened!
           writeBytes(FileHandle.standardOutput.fileDescriptor, [UInt8(ascii: "r")])
           if index == 0 {
             await receive(container, note: note, stopping: stopping)
@@ -160,6 +192,7 @@ import Foundation
           }
         } catch {
           note("E start: \(error)")
+          FileHandle.standardError.write(Data("E start: \(error)\n".utf8))  // for the orchestrator to show
           exit(1)
         }
       }

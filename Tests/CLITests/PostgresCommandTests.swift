@@ -69,6 +69,16 @@ import Testing
       #expect(status != 0)
       #expect(errors.contains("pooler in transaction or statement mode"), "\(errors)")
       #expect(!FileManager.default.fileExists(atPath: marker))
+      // With pool_mode=transaction the lock would be a lease, which would end while the command
+      // ran were liaison killed: refused too (usage, 64), the command never run.
+      let (leased, _, leaseErrors) = try liaison(
+        [
+          "lock", "--postgres", bouncer.url + "&pool_mode=transaction", "--namespace", namespace, "job", "--", "touch",
+          marker,
+        ])
+      #expect(leased == 64, "\(leaseErrors)")
+      #expect(leaseErrors.contains("is a lease that liaison renews"), "\(leaseErrors)")
+      #expect(!FileManager.default.fileExists(atPath: marker))
     }
 
     /// Three `liaison lock` started at once run their commands one at a time, each with a fencing

@@ -50,6 +50,18 @@
       }
     }
 
+    /// `pool_mode` is Liaison's own: `session` (the default) or `transaction`; `statement`, and
+    /// anything else, is refused, saying why.
+    @Test func thePoolModeIsRead() throws {
+      #expect(try PostgresURL("postgres://app@db/app").holdsAreLeases == false)
+      #expect(try PostgresURL("postgres://app@db/app?pool_mode=session").holdsAreLeases == false)
+      let pooled = try PostgresURL("postgres://app@db/app?pool_mode=transaction")
+      #expect(pooled.holdsAreLeases)
+      #expect(try pooled.connectionTargets().holdsAreLeases)
+      #expect(problem("postgres://app@db/app?pool_mode=statement")?.contains("refuses") == true)
+      #expect(problem("postgres://app@db/app?pool_mode=txn")?.contains("is not one of session, transaction") == true)
+    }
+
     @Test func theTLSParametersAreRead() throws {
       let url = try PostgresURL(
         "postgres://app@db/app?sslmode=verify-ca&sslrootcert=%2Fetc%2Fca.pem&sslcert=/c.crt&sslkey=/c.key")

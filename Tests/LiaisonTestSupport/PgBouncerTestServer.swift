@@ -142,6 +142,9 @@ public final class PgBouncerTestServer: Sendable {
     process.withLock { $0?.kill(SIGSTOP) }
   }
 
+  /// What PgBouncer has logged so far (for a failure's message).
+  public var log: String { logText(folder + "/pgbouncer.log", from: 0) }
+
   /// Lets a frozen pooler go on (`SIGCONT`).
   public func thaw() {
     process.withLock { $0?.kill(SIGCONT) }
@@ -166,8 +169,11 @@ public final class PgBouncerTestServer: Sendable {
   private static func launch(binary: String, folder: String, port: Int) throws -> ChildProcess {
     let log = folder + "/pgbouncer.log"
     let logStart = (try? FileManager.default.attributesOfItem(atPath: log)[.size] as? Int) ?? 0
+    // Quiet (-q): its log goes to the log file only. Logged to standard error too, it would fill
+    // the pipe nobody reads after the start, and PgBouncer would stop, blocked on a write.
     let process = try ChildProcess(
-      serverUserPrefix.first ?? binary, Array((serverUserPrefix + [binary, folder + "/pgbouncer.ini"]).dropFirst()),
+      serverUserPrefix.first ?? binary,
+      Array((serverUserPrefix + [binary, "-q", folder + "/pgbouncer.ini"]).dropFirst()),
       input: .discard, output: .discard, errors: .pipe)
     let text = { logText(log, from: logStart) }
     do {
