@@ -58,9 +58,17 @@
       weak var lease: HeldLease?
     }
 
-    /// Keeps `lease` for ``closeAll()`` to release, until ``stopWatching(_:)-lease``.
-    func watch(_ lease: HeldLease) {
-      leases.withLock { $0[ObjectIdentifier(lease)] = WeakLease(lease: lease) }
+    /// Set when ``closeAll()`` begins to release the leases: none is watched after.
+    private let leasesClosed = Locked(false)
+
+    /// Keeps `lease` for ``closeAll()`` to release, until ``stopWatching(_:)-lease``; `false`,
+    /// keeping nothing, once the container is closing (the lease must end at once).
+    func watch(_ lease: HeldLease) -> Bool {
+      leasesClosed.withLock { closed in
+        guard !closed else { return false }
+        leases.withLock { $0[ObjectIdentifier(lease)] = WeakLease(lease: lease) }
+        return true
+      }
     }
 
     func stopWatching(_ lease: HeldLease) {
@@ -378,12 +386,18 @@
     /// waits for it), ends every hold that is still held (as lost: its holder's code may be
     /// running under it), then closes every connection and waits until each is closed.
     func closeAll() async {
-      // Leases first, while statements still run: their rows are freed before this returns.
-      let held = leases.withLock { leases in
-        defer { leases = [:] }
-        return leases.values.compactMap(\.lease)
+      // Leases first, while statements still run: their rows are freed, all at once, before
+      // this returns (a lease taken from now on ends at once).
+      let held = leasesClosed.withLock { closed in
+        closed = true
+        return leases.withLock { leases in
+          defer { leases = [:] }
+          return leases.values.compactMap(\.lease)
+        }
       }
-      for lease in held { await lease.endForClose() }
+      await withTaskGroup(of: Void.self) { group in
+        for lease in held { group.addTask { await lease.endForClose() } }
+      }
       closed.withLock { $0 = true }
       await background.close()
       let sessions = holders.withLock { holders in

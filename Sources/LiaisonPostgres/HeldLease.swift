@@ -55,14 +55,19 @@
           do {
             try await Task.sleep(for: wait)
           } catch {
-            return
+            break
           }
           guard let self, self.check() else { return }
         }
+        // Cancelled: the container is closing, and nothing renews the lease any more.
+        self?.lose(Self.closedReason)
       }
       state.withLock { $0.monitor = monitor }
-      connector.watch(self)
+      // Taken as the container closes: nothing would renew it, or release it at the close.
+      if monitor == nil || !connector.watch(self) { lose(Self.closedReason) }
     }
+
+    private static let closedReason = "its PostgresContainer was closed"
 
     /// A lease dropped while held is released in the background (its row is freed).
     deinit {
@@ -74,10 +79,7 @@
       connector.stopWatching(self)
       guard wasHeld else { return }
       for action in onEnd { action() }
-      let (connector, release) = (connector, Self.release(kind, holder: holder))
-      connector.background.start {
-        _ = try? await connector.query(release, doing: "release a lease")
-      }
+      Self.releaseInBackground(kind, holder: holder, connector: connector)
     }
 
     var isHeld: Bool { state.withLock { $0.held } }
@@ -109,10 +111,7 @@
         .lost,
         "\(what) was lost: \(reason). Another process may hold it now; stop what you do under it, and take it again.")
       guard end(loss) else { return }
-      let (connector, release) = (connector, Self.release(kind, holder: holder))
-      connector.background.start {
-        _ = try? await connector.query(release, doing: "release a lease")
-      }
+      Self.releaseInBackground(kind, holder: holder, connector: connector)
     }
 
     /// Releases the lease: frees its row, and returns once that committed (or failed: the lease
@@ -126,8 +125,8 @@
     func endForClose() async {
       let loss = LiaisonError(
         .lost,
-        "\(what) was lost: its PostgresContainer was closed. Another process may hold it now; stop what you do "
-          + "under it, and take it again.")
+        "\(what) was lost: \(Self.closedReason). Another process may hold it now; stop what you do under it, and "
+          + "take it again.")
       guard end(loss) else { return }
       _ = try? await connector.query(Self.release(kind, holder: holder), doing: "release a lease", committing: true)
     }
@@ -216,27 +215,68 @@
       let connector = connector
       let connection = try await connector.take()
       let limit = connector.timing.replyTimeout
+      let rows: [PostgresRow]?
       do {
         try await Connector.begin(on: connection, lockTimeout: timeout, within: limit, logger: connector.quietLogger)
         let fence = try await Connector.run(
           Self.fence(kind, holder: holder), on: connection, within: limit, logger: connector.quietLogger)
-        guard !fence.isEmpty else {
+        if fence.isEmpty {
           _ = try await Connector.run("ROLLBACK", on: connection, within: limit, logger: connector.quietLogger)
-          connector.giveBack(connection)
-          lose("its lease had ended (the process or its connection was too slow to renew it)")
-          throw loss ?? Connector.closedError
+          rows = nil
+        } else {
+          rows = try await Connector.run(
+            query, on: connection, within: timeout == nil ? limit : nil, logger: connector.quietLogger)
+          _ = try await Connector.run("COMMIT", on: connection, within: limit, logger: connector.quietLogger)
         }
-        let rows = try await Connector.run(
-          query, on: connection, within: timeout == nil ? limit : nil,
-          logger: connector.quietLogger)
-        _ = try await Connector.run("COMMIT", on: connection, within: limit, logger: connector.quietLogger)
-        connector.giveBack(connection)
-        return rows
-      } catch let error as LiaisonError where error.code == .lost {
-        throw error
       } catch {
         connector.close(connection)
         throw error
+      }
+      connector.giveBack(connection)
+      if let rows { return rows }
+      // The lease had ended: lost (or released meanwhile by this process).
+      lose("its lease had ended (the process or its connection was too slow to renew it)")
+      throw loss
+        ?? LiaisonError(
+          .invalidArgument,
+          "Could not \(what): \(self.what.prefix(1).lowercased() + self.what.dropFirst()) was already released.")
+    }
+
+    /// Runs `statement` (a take, for a holder id made here) and returns the holder, when the
+    /// statement was sent, and its first row; `nil` when another holder has it. A take whose
+    /// outcome is unknown (it may have committed: an error after it was sent) is freed in the
+    /// background, and so is one that came back after its trust ran out (it throws
+    /// ``/Liaison/LiaisonError/Code/unavailable`` then).
+    static func take(
+      _ kind: Kind, connector: Connector, doing what: String, committing: Bool,
+      statement: (String) -> PostgresQuery
+    ) async throws(LiaisonError) -> (holder: String, sent: ContinuousClock.Instant, row: PostgresRow)? {
+      let holder = UUID().uuidString
+      let sent = ContinuousClock.now
+      let rows: [PostgresRow]
+      do {
+        rows = try await connector.query(statement(holder), doing: what, committing: committing)
+      } catch {
+        releaseInBackground(kind, holder: holder, connector: connector)
+        throw error
+      }
+      guard let row = rows.first else { return nil }
+      let took = ContinuousClock.now - sent
+      guard took < connector.timing.leaseTrusted else {
+        releaseInBackground(kind, holder: holder, connector: connector)
+        throw LiaisonError(
+          .unavailable,
+          "Could not \(what): the server granted it after \(took), too late for this process to rely on it (a lease "
+            + "is trusted for \(connector.timing.leaseTrusted)); it was let go. Try again.")
+      }
+      return (holder, sent, row)
+    }
+
+    /// Frees `holder`'s lease in the container's background work (if it is still its own).
+    static func releaseInBackground(_ kind: Kind, holder: String, connector: Connector) {
+      let release = release(kind, holder: holder)
+      connector.background.start {
+        _ = try? await connector.query(release, doing: "release a lease")
       }
     }
 

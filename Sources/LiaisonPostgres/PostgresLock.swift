@@ -54,21 +54,21 @@
     /// Takes the lock as a lease if it is free (``HeldLease``); `nil` when another holder has it.
     private func tryLease(_ mode: LockMode, id: Int32) async throws(LiaisonError) -> PostgresLockGuard? {
       let connector = container.connector
-      let holder = UUID().uuidString
-      let sent = ContinuousClock.now
-      let rows = try await connector.query(
-        HeldLease.take(lock: id, mode: mode, holder: holder, length: connector.timing.leaseLength),
-        doing: "take the lock '\(name)'", committing: mode == .exclusive)
-      guard let row = rows.first else { return nil }
+      let kind = HeldLease.Kind.lock(id: id, mode: mode)
+      let taken = try await HeldLease.take(
+        kind, connector: connector, doing: "take the lock '\(name)'", committing: mode == .exclusive
+      ) { holder in
+        HeldLease.take(lock: id, mode: mode, holder: holder, length: connector.timing.leaseLength)
+      }
+      guard let (holder, sent, row) = taken else { return nil }
       let token: UInt64
       do {
         token = UInt64(bitPattern: try row.decode(Int64.self))
       } catch {
+        HeldLease.releaseInBackground(kind, holder: holder, connector: connector)
         throw PostgresErrors.translate(error, doing: "take the lock '\(name)'")
       }
-      let lease = HeldLease(
-        kind: .lock(id: id, mode: mode), holder: holder, sent: sent, connector: connector,
-        what: "The lock '\(name)'")
+      let lease = HeldLease(kind: kind, holder: holder, sent: sent, connector: connector, what: "The lock '\(name)'")
       return PostgresLockGuard(lock: self, id: id, mode: mode, token: token, lease: lease)
     }
 
@@ -150,7 +150,8 @@
         }
         guard let token else {
           // A lease holds it (a process through a pooler in transaction mode): wait for its end.
-          connector.giveBack(connection)
+          // The connection's session has this wait's lock_timeout: not reused.
+          connector.close(connection)
           return try await waitForLease(mode, until: deadline, timeout: timeout)
         }
         return PostgresLockGuard(lock: self, id: id, mode: mode, token: token, connection: connection)
@@ -240,11 +241,15 @@
             ELSE pg_try_advisory_lock_shared(\(lockClass), \(id)) END
           """, on: connection, within: limit, logger: connector.quietLogger)
         guard try held.first!.decode(Bool.self) else { return nil }
+        // The row locked as an update would lock it: a lease holder's statement in flight (its
+        // fence holds the row, shared) ends first, and the lease is read as it is then. The lock
+        // is all this transaction writes: its commit need not wait for the disk.
         let free = try await Connector.run(
           """
-          SELECT lease_end IS NULL OR lease_end <= clock_timestamp() FROM liaison.lock WHERE id = \(id)
+          SELECT lease_end IS NULL OR lease_end <= clock_timestamp(), set_config('synchronous_commit', 'off', true)
+          FROM liaison.lock WHERE id = \(id) FOR NO KEY UPDATE
           """, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
-        if try free.first?.decode(Bool.self) ?? true { return 0 }
+        if try free.first.map({ try $0.decode((Bool, String).self).0 }) ?? true { return 0 }
         _ = try await Connector.run(
           "SELECT pg_advisory_unlock_shared(\(lockClass), \(id))", on: connection,
           within: connector.timing.replyTimeout, logger: connector.quietLogger)

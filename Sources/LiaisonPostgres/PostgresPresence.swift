@@ -39,17 +39,19 @@
       let id = try await resolveID()
       let connector = container.connector
       if connector.holdsAreLeases {
-        let holder = UUID().uuidString
-        let sent = ContinuousClock.now
-        let rows = try await connector.query(
+        let (namespace, host) = (container.namespace.rawValue, container.host)
+        let kind = HeldLease.Kind.claim(id: id, namespace: namespace, name: name.rawValue)
+        let taken = try await HeldLease.take(
+          kind, connector: connector, doing: "claim the presence '\(name)'", committing: true
+        ) { holder in
           HeldLease.take(
-            claim: id, holder: holder, length: connector.timing.leaseLength, host: container.host,
-            pid: ProcessInfo.processInfo.processIdentifier, info: info, namespace: container.namespace.rawValue,
-            name: name.rawValue), doing: "claim the presence '\(name)'", committing: true)
-        guard !rows.isEmpty else { throw await alreadyClaimed() }
+            claim: id, holder: holder, length: connector.timing.leaseLength, host: host,
+            pid: ProcessInfo.processInfo.processIdentifier, info: info, namespace: namespace, name: name.rawValue)
+        }
+        guard let (holder, sent, _) = taken else { throw await alreadyClaimed() }
         let lease = HeldLease(
-          kind: .claim(id: id, namespace: container.namespace.rawValue, name: name.rawValue), holder: holder,
-          sent: sent, connector: connector, what: "The claim on the presence '\(name)'")
+          kind: kind, holder: holder, sent: sent, connector: connector,
+          what: "The claim on the presence '\(name)'")
         return PostgresPresenceClaim(presence: self, id: id, lease: lease)
       }
       let connection = try await connector.take()
@@ -178,8 +180,10 @@
                 return !watching
               }
             if startsWatch, let record {
+              // Through a pooler in transaction mode, nothing is waited for in a session: a
+              // session holder's end is looked for too.
               watch =
-                record.isLease
+                record.isLease || self.container.connector.holdsAreLeases
                 ? Task { await self.lookAgainSoon(then: poke, watching: watching) }
                 : Task { await self.waitForHolderEnd(then: poke, watching: watching) }
             }

@@ -18,11 +18,13 @@
     /// (``comment``). A database set up by an older version gains the newer tables and
     /// functions at the next start.
     ///
-    /// 4 added the lease columns (``Leases``), which code of version 3 does without.
+    /// 4 added the lease columns (``HeldLease``).
     static let version = 4
     /// The oldest version of this code that can use this version of the schema: a later schema
     /// that only adds to this one says so in its comment, and this code then uses it as it is.
-    static let usableFrom = 3
+    /// 4 is not usable from 3: code of version 3 knows nothing of leases, and would grant a
+    /// session's lock or claim that a lease holds.
+    static let usableFrom = 4
 
     /// The schema's comment: `Liaison schema N`, and `; usable from M` when code of an older
     /// version M can use it.

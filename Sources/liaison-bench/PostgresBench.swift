@@ -1,7 +1,7 @@
 // liaison-bench postgres: LiaisonPostgres's locks and signals against postgres-nio's own round
 // trips and against psycopg, all measured in the same run (the scenarios: PostgresScenarios.swift);
 // on its own server, the lock, signal and mailbox figures again through PgBouncer in session mode
-// (`pg.pooled.*`), beside the direct ones.
+// (`pg.pooled.*`), and in transaction mode with leases (`pg.leased.*`), beside the direct ones.
 //
 //   swift run -c release --traits Postgres liaison-bench postgres [--url URL] [--json] [--runs N]
 //
@@ -137,6 +137,16 @@ import Foundation
             if !options.json { print("through PgBouncer in session mode at \(bouncer.url)\n") }
             results += try PostgresScenarios.throughPooler(
               pooledURL: bouncer.url, namespace: namespace, direct: results
+            ) { result in
+              if !options.json { printText(result) }
+            }
+            let transactionPooler = try PgBouncerTestServer.start(in: server, mode: .transaction)
+            defer { transactionPooler.remove() }
+            if !options.json {
+              print("through PgBouncer in transaction mode (pool_mode=transaction) at \(transactionPooler.url)\n")
+            }
+            results += try PostgresScenarios.throughTransactionPooler(
+              bouncerURL: transactionPooler.url, namespace: namespace, direct: results
             ) { result in
               if !options.json { printText(result) }
             }

@@ -83,8 +83,8 @@ import Foundation
 
     /// The lock, signal and mailbox figures through a PgBouncer in session mode, as `pg.pooled.*`,
     /// each beside its own floors through the pooler and the same figure measured directly in
-    /// this run (`direct`). Transaction mode has no figures: Liaison refuses it (see *Moving to
-    /// Several Machines*). What a pooler adds is a hop each way, and its own processing.
+    /// this run (`direct`). What a pooler adds is a hop each way, and its own processing.
+    /// Transaction mode, where Liaison holds leases: ``throughTransactionPooler(bouncerURL:namespace:direct:emit:)``.
     static func throughPooler(
       pooledURL: String, namespace: String, direct: [ScenarioResult], emit: (ScenarioResult) -> Void
     ) throws -> [ScenarioResult] {
@@ -110,6 +110,133 @@ import Foundation
       let mailbox = try PostgresMailboxScenarios.latency(
         container, raw, url: pooledURL, namespace: namespace, peers: [])
       for result in [lock, signal, mailbox].map(pooled) {
+        results.append(result)
+        emit(result)
+      }
+      return results
+    }
+
+    /// The lock, signal and mailbox figures through a PgBouncer in transaction mode with
+    /// `pool_mode=transaction`, as `pg.leased.*`: a lock is a lease, notifications are polled.
+    /// The lock beside the lease's own statements sent raw through the pooler (take, its
+    /// commit's confirmation, release) and one committed update through it; the latencies beside
+    /// the same figures measured directly in this run, and the poll interval they wait for.
+    static func throughTransactionPooler(
+      bouncerURL: String, namespace: String, direct: [ScenarioResult], emit: (ScenarioResult) -> Void
+    ) throws -> [ScenarioResult] {
+      let url = bouncerURL + "&pool_mode=transaction"
+      let (container, raw) = try blocking {
+        (try await PostgresContainer(url: url, namespace: namespace), try await RawPostgres.connect(bouncerURL))
+      }
+      defer { _ = try? blocking { try await raw.close() } }
+      defer { _ = try? blocking { await container.close() } }
+      func directly(_ name: String) -> [Measurement] {
+        direct.filter { $0.measurement.name == name }.map { $0.measurement.renamed(name + " (direct)") }
+      }
+      let lock = try container.lock("bench-leased")
+      let sqlLock = try container.lock("bench-leased-sql")
+      let sqlID = try blocking { () async throws -> Int32 in
+        for _ in 0..<5 { try await exclusivePair(lock) }
+        try await exclusivePair(sqlLock)
+        return try await lockRowID(raw, namespace: namespace, name: "bench-leased-sql")
+      }
+      let batch = 20
+      let floorClass = floorClass
+      func sampler(_ body: @escaping @Sendable () async throws -> Void) -> () throws -> Double {
+        { try blocking { try await timeBatchAsync(batch, body) } }
+      }
+      let holder = UUID().uuidString
+      let samples = try interleave(
+        samples: 100,
+        [
+          sampler { try await exclusivePair(lock) },
+          sampler { _ = try await raw.query("SELECT 1", logger: RawPostgres.logger).collect() },
+          sampler {
+            // A lease's take (HeldLease.take: its token committed synchronously), the confirming
+            // SELECT 1, and its release, sent raw through the pooler.
+            let rows = try await raw.query(
+              """
+              WITH durable AS MATERIALIZED (SELECT set_config('synchronous_commit', 'on', true))
+              UPDATE liaison.lock SET fencing_token = fencing_token + 1, lease_holder = \(holder)::uuid,
+                lease_end = clock_timestamp() + 10000::float8 * interval '1 millisecond'
+              FROM durable
+              WHERE id = \(sqlID) AND (lease_end IS NULL OR lease_end <= clock_timestamp())
+                AND NOT EXISTS (
+                  SELECT 1 FROM jsonb_each_text(shared_leases) AS s(holder, ends)
+                  WHERE s.ends::float8 > (extract(epoch FROM clock_timestamp()) * 1000))
+                AND pg_try_advisory_xact_lock(\(liaisonLockClass), \(sqlID))
+              RETURNING fencing_token
+              """, logger: RawPostgres.logger
+            ).collect()
+            guard !rows.isEmpty else { throw BenchError("the lease 'bench-leased-sql' is taken") }
+            _ = try await raw.query("SELECT 1", logger: RawPostgres.logger).collect()
+            _ = try await raw.query(
+              """
+              UPDATE liaison.lock SET lease_holder = NULL, lease_end = NULL
+              WHERE id = \(sqlID) AND lease_holder = \(holder)::uuid
+              """, logger: RawPostgres.logger
+            ).collect()
+          },
+          sampler {
+            // One committed write through the pooler: what a lease's take costs at least.
+            _ = try await raw.query(
+              "UPDATE liaison.lock SET fencing_token = fencing_token + 1 WHERE id = \(sqlID) RETURNING fencing_token",
+              logger: RawPostgres.logger
+            ).collect()
+          },
+          sampler {
+            // A transaction's advisory lock through the pooler: the session pair has no meaning
+            // there (its unlock may reach another session).
+            _ = try await raw.query("SELECT pg_try_advisory_xact_lock(\(floorClass), 1)", logger: RawPostgres.logger)
+              .collect()
+          },
+        ])
+      var results = [
+        ScenarioResult(
+          measurement: Measurement("pg.leased.lock", samples[0]), unit: "ns",
+          baselines: [
+            Measurement("pg.select1 (pooled)", samples[1]), Measurement("pg.raw.lease-sql (pooled)", samples[2]),
+            Measurement("pg.raw.update-commit (pooled)", samples[3]),
+            Measurement("pg.raw.try-xact-advisory (pooled)", samples[4]),
+          ] + directly("pg.lock.uncontended"),
+          target: "(informational) through PgBouncer in transaction mode, a lease: take 1 round trip + a commit, "
+            + "its confirmation 1, release 1 + a commit; expect ≈ pg.raw.lease-sql (pooled)")
+      ]
+      emit(results[0])
+      // The latencies wait for a poll: 250 ms apart, half of that on average.
+      let signal = try container.signal("bench-leased-latency")
+      let observer = try BenchPeer("pg-signal-observer", [url, namespace, "bench-leased-latency"])
+      let mailbox = try blocking { try await container.mailbox("bench-leased-latency", sender: "bench") }
+      let receiver = try BenchPeer("pg-mailbox-receiver", [url, namespace, "bench-leased-latency", "latency"])
+      // Each post and send at a random point of the poll's period, as a real one would come: one
+      // made right after a delivery would wait for almost a whole period, every time.
+      var phase = SplitMix64(seed: 7)
+      let mailboxLatency = PlaceScenarios.mailboxLatency(mailbox, receiver)
+      let latencies = try interleave(
+        samples: 40,
+        [
+          {
+            usleep(UInt32(phase.next() % 250_000))
+            try blocking { try await signal.post(state: now()) }
+            return Double(observer.readTimestamp())
+          },
+          {
+            usleep(UInt32(phase.next() % 250_000))
+            return try mailboxLatency()
+          },
+        ])
+      for (peer, name) in [(observer, "signal observer"), (receiver, "mailbox receiver")] {
+        if let ending = peer.stop() { throw BenchError("the \(name) peer: \(ending)") }
+      }
+      let pollInterval = Measurement("poll interval", [250_000_000])
+      for (name, samples, direct) in [
+        ("pg.leased.signal.latency", latencies[0], "pg.signal.latency"),
+        ("pg.leased.mailbox.latency", latencies[1], "pg.mailbox.latency"),
+      ] {
+        let result = ScenarioResult(
+          measurement: Measurement(name, samples), unit: "ns", baselines: [pollInterval] + directly(direct),
+          target: "(informational) through PgBouncer in transaction mode, notifications polled every 250 ms: "
+            + "expect about half the interval, plus a read")
         results.append(result)
         emit(result)
       }
@@ -206,13 +333,22 @@ import Foundation
             let rows = try await raw.query(
               """
               WITH granted AS MATERIALIZED (
-                SELECT pg_try_advisory_lock(\(lockClass), \(sqlID)) AS held,
-                  set_config('synchronous_commit', 'on', true))
-              UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted
-              WHERE granted.held AND id = \(sqlID) RETURNING fencing_token
+                SELECT CASE WHEN false THEN (SELECT true FROM (SELECT pg_advisory_lock(\(lockClass), \(sqlID))) AS w)
+                  ELSE pg_try_advisory_lock(\(lockClass), \(sqlID)) END AS held,
+                  set_config('synchronous_commit', 'on', true)),
+              token AS (
+                UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted
+                WHERE granted.held AND id = \(sqlID) AND (lease_end IS NULL OR lease_end <= clock_timestamp())
+                  AND NOT EXISTS (
+                    SELECT 1 FROM jsonb_each_text(shared_leases) AS s(holder, ends)
+                    WHERE s.ends::float8 > extract(epoch FROM clock_timestamp()) * 1000)
+                RETURNING fencing_token)
+              SELECT granted.held, (SELECT fencing_token FROM token) FROM granted
               """, logger: RawPostgres.logger
             ).collect()
-            guard !rows.isEmpty else { throw BenchError("the lock 'bench-liaison-sql' is taken") }
+            guard try rows.first?.decode((Bool, Int64?).self).1 != nil else {
+              throw BenchError("the lock 'bench-liaison-sql' is taken")
+            }
             _ = try await raw.query(
               "SELECT pg_advisory_unlock(\(lockClass), \(sqlID)), set_config('lock_timeout', '0', false)",
               logger: RawPostgres.logger
