@@ -106,8 +106,42 @@
       await #expect { try await pooled.presence("recorder").claim() } throws: {
         ($0 as? LiaisonError)?.code == .alreadyClaimed
       }
+      // An observer through the pooler follows a session's claim too, waiting in no session (a
+      // wait there would strand its lock in a pooled session and block the next claim).
+      let changes = try await pooled.presence("recorder").changes()
+      var observed = changes.makeAsyncIterator()
+      #expect(try await observed.next() == .claimed(try #require(try await direct.presence("recorder").holder)))
       await sessionClaim.release()
+      #expect(try await observed.next() == .released)
+      let again = try await direct.presence("recorder").claim()
+      await again.release()
       await pooled.close()
+      await direct.close()
+    }
+
+    /// Closing a container frees its leases before it returns: its holds are lost, and another
+    /// container takes the lock and the claim at once.
+    @Test(.enabled(if: Self.mustRun, Self.message))
+    func closeFreesEveryLease() async throws {
+      let server = try PostgresTestServer.start()
+      defer { server.remove() }
+      let bouncer = try PgBouncerTestServer.start(in: server, mode: .transaction)
+      defer { bouncer.remove() }
+      let namespace = namespace
+      let pooled = try await PostgresContainer(url: bouncer.url + "&pool_mode=transaction", namespace: namespace)
+      let direct = try await PostgresContainer(url: BackendPlace.url(server), namespace: namespace)
+      let held = try await pooled.lock("job").lock()
+      let claim = try await pooled.presence("recorder").claim()
+      await pooled.close()
+      #expect(held.loss?.code == .lost)
+      #expect(claim.loss?.code == .lost)
+      #expect(pooled.activity.backgroundTasks == 0 && pooled.activity.connections == 0)
+      let taken = try await direct.lock("job").tryLock()
+      #expect(taken != nil)
+      await taken?.unlock()
+      let claimed = try await direct.presence("recorder").claim()
+      await claimed.release()
+      await #expect { try await pooled.lock("job").tryLock() } throws: { ($0 as? LiaisonError)?.code == .closed }
       await direct.close()
     }
 
