@@ -17,15 +17,34 @@
 
     private var namespace: String { "pooled-\(UInt32.random(in: 0...UInt32.max))" }
 
+    /// A throwaway server with a PgBouncer in `mode` in front of it (both removed by ``remove(_:_:)``).
+    private static func serverBehindPooler(_ mode: PgBouncerTestServer.PoolMode) throws
+      -> (PostgresTestServer, PgBouncerTestServer)
+    {
+      let server = try PostgresTestServer.start()
+      do {
+        return (server, try PgBouncerTestServer.start(in: server, mode: mode))
+      } catch {
+        server.remove()
+        throw error
+      }
+    }
+
+    private static func remove(_ server: PostgresTestServer, _ bouncer: PgBouncerTestServer) {
+      bouncer.remove()
+      server.remove()
+    }
+
+    /// The pooler's URL with `pool_mode=transaction`: leases.
+    private static func leaseURL(_ bouncer: PgBouncerTestServer) -> String { bouncer.url + "&pool_mode=transaction" }
+
     /// Through a pooler in transaction or statement mode, opening the place throws
     /// `invalidArgument`, naming the pooler and what to do (before any lock is asked for); the
     /// test's own server has no Liaison schema afterwards: nothing was set up through the pooler.
     @Test(.enabled(if: Self.mustRun, Self.message), arguments: [PgBouncerTestServer.PoolMode.transaction, .statement])
     func aPoolerThatSharesSessionsIsRefusedAtOnce(_ mode: PgBouncerTestServer.PoolMode) async throws {
-      let server = try PostgresTestServer.start()
-      defer { server.remove() }
-      let bouncer = try PgBouncerTestServer.start(in: server, mode: mode)
-      defer { bouncer.remove() }
+      let (server, bouncer) = try Self.serverBehindPooler(mode)
+      defer { Self.remove(server, bouncer) }
       let error = await #expect(throws: LiaisonError.self) {
         try await PostgresContainer(url: bouncer.url, namespace: namespace)
       }
@@ -39,7 +58,7 @@
       // which refuses transactions, is still refused.
       if mode == .statement {
         let refused = await #expect(throws: LiaisonError.self) {
-          try await PostgresContainer(url: bouncer.url + "&pool_mode=transaction", namespace: namespace)
+          try await PostgresContainer(url: Self.leaseURL(bouncer), namespace: namespace)
         }
         #expect(refused?.message.contains("refuses transactions") == true, "\(String(describing: refused))")
         #expect(try server.psql("SELECT count(*) FROM pg_namespace WHERE nspname = 'liaison'") == "0")
@@ -54,12 +73,10 @@
     /// across both.
     @Test(.enabled(if: Self.mustRun, Self.message))
     func leasesAndSessionsExcludeEachOther() async throws {
-      let server = try PostgresTestServer.start()
-      defer { server.remove() }
-      let bouncer = try PgBouncerTestServer.start(in: server, mode: .transaction)
-      defer { bouncer.remove() }
+      let (server, bouncer) = try Self.serverBehindPooler(.transaction)
+      defer { Self.remove(server, bouncer) }
       let namespace = namespace
-      let pooled = try await PostgresContainer(url: bouncer.url + "&pool_mode=transaction", namespace: namespace)
+      let pooled = try await PostgresContainer(url: Self.leaseURL(bouncer), namespace: namespace)
       let direct = try await PostgresContainer(url: BackendPlace.url(server), namespace: namespace)
 
       let leased = try #require(try await pooled.lock("job").tryLock())
@@ -123,12 +140,10 @@
     /// container takes the lock and the claim at once.
     @Test(.enabled(if: Self.mustRun, Self.message))
     func closeFreesEveryLease() async throws {
-      let server = try PostgresTestServer.start()
-      defer { server.remove() }
-      let bouncer = try PgBouncerTestServer.start(in: server, mode: .transaction)
-      defer { bouncer.remove() }
+      let (server, bouncer) = try Self.serverBehindPooler(.transaction)
+      defer { Self.remove(server, bouncer) }
       let namespace = namespace
-      let pooled = try await PostgresContainer(url: bouncer.url + "&pool_mode=transaction", namespace: namespace)
+      let pooled = try await PostgresContainer(url: Self.leaseURL(bouncer), namespace: namespace)
       let direct = try await PostgresContainer(url: BackendPlace.url(server), namespace: namespace)
       let held = try await pooled.lock("job").lock()
       let claim = try await pooled.presence("recorder").claim()
@@ -149,12 +164,10 @@
     /// renewed through the pooler once it is back.
     @Test(.enabled(if: Self.mustRun, Self.message))
     func aLeaseOutlivesAPoolerRestart() async throws {
-      let server = try PostgresTestServer.start()
-      defer { server.remove() }
-      let bouncer = try PgBouncerTestServer.start(in: server, mode: .transaction)
-      defer { bouncer.remove() }
+      let (server, bouncer) = try Self.serverBehindPooler(.transaction)
+      defer { Self.remove(server, bouncer) }
       let place = try await PostgresContainer(
-        url: bouncer.url + "&pool_mode=transaction", namespace: namespace, detectionBound: .seconds(3))
+        url: Self.leaseURL(bouncer), namespace: namespace, detectionBound: .seconds(3))
       let held = try await place.lock("job").lock()
       let restartedAt = try server.psql("SELECT clock_timestamp()")
       try bouncer.restart()
@@ -175,13 +188,11 @@
     /// it with a larger token: the order the fencing token relies on.
     @Test(.enabled(if: Self.mustRun, Self.message))
     func aHolderCutOffLearnsOfTheLossBeforeAnotherTakesTheLock() async throws {
-      let server = try PostgresTestServer.start()
-      defer { server.remove() }
-      let bouncer = try PgBouncerTestServer.start(in: server, mode: .transaction)
-      defer { bouncer.remove() }
+      let (server, bouncer) = try Self.serverBehindPooler(.transaction)
+      defer { Self.remove(server, bouncer) }
       let namespace = namespace
       let pooled = try await PostgresContainer(
-        url: bouncer.url + "&pool_mode=transaction", namespace: namespace, detectionBound: .seconds(5))
+        url: Self.leaseURL(bouncer), namespace: namespace, detectionBound: .seconds(5))
       let direct = try await PostgresContainer(url: BackendPlace.url(server), namespace: namespace)
       let held = try await pooled.lock("job").lock()
       let firstToken = try await held.fencingToken()
@@ -213,10 +224,8 @@
     /// sends to a server.
     @Test(.enabled(if: Self.mustRun, Self.message))
     func everyPartWorksThroughASessionPooler() async throws {
-      let server = try PostgresTestServer.start()
-      defer { server.remove() }
-      let bouncer = try PgBouncerTestServer.start(in: server, mode: .session)
-      defer { bouncer.remove() }
+      let (server, bouncer) = try Self.serverBehindPooler(.session)
+      defer { Self.remove(server, bouncer) }
       let place = try await PostgresContainer(url: bouncer.url, namespace: namespace)
       try await OneAPITests().exercise(place)
       await place.close()
@@ -227,10 +236,8 @@
     /// token, through the pooler back up.
     @Test(.enabled(if: Self.mustRun, Self.message))
     func aPoolerRestartLosesTheLockAndItIsTakenAgain() async throws {
-      let server = try PostgresTestServer.start()
-      defer { server.remove() }
-      let bouncer = try PgBouncerTestServer.start(in: server, mode: .session)
-      defer { bouncer.remove() }
+      let (server, bouncer) = try Self.serverBehindPooler(.session)
+      defer { Self.remove(server, bouncer) }
       let namespace = namespace
       let holderPlace = try await PostgresContainer(url: bouncer.url, namespace: namespace)
       let held = try await holderPlace.lock("job").lock()
