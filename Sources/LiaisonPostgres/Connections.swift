@@ -61,7 +61,7 @@
     /// Set when ``closeAll()`` begins to release the leases: none is watched after.
     private let leasesClosed = Locked(false)
 
-    /// Keeps `lease` for ``closeAll()`` to release, until ``stopWatching(_:)-lease``; `false`,
+    /// Keeps `lease` for ``closeAll()`` to release, until it stops watching it; `false`,
     /// keeping nothing, once the container is closing (the lease must end at once).
     func watch(_ lease: HeldLease) -> Bool {
       leasesClosed.withLock { closed in

@@ -9,7 +9,7 @@
   /// hands a session to another client after every transaction.
   ///
   /// Every taker, renewal and release is one statement, and so one transaction; each is taken
-  /// only when the lease has ended (``leaseLength`` after the last renewal) or was released. The
+  /// only when the lease has ended (``DetectionTiming/leaseLength`` after the last renewal) or was released. The
   /// holder trusts its lease for ``DetectionTiming/leaseTrusted`` after it sent its last
   /// renewal that succeeded, well short of the lease's end: a holder cut off from the server
   /// learns of the loss before anyone else may take the lease. A holder that dies is passed over
