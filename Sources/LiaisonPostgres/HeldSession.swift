@@ -107,9 +107,16 @@
     /// One heartbeat; `false` once the hold has ended.
     private func heartbeat() async -> Bool {
       guard let connection else { return false }
+      let connector = connector
       do {
-        _ = try await Connector.run(
-          "SELECT 1", on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        // In a task of its own, awaited here: the monitor is cancelled when the hold ends (an
+        // unlock, a release, a hand-over to a command), and a cancelled statement closes its
+        // connection, which would end a session just handed on, or put a closing connection
+        // back among the idle ones for the next statement to fail on.
+        _ = try await Task {
+          try await Connector.run(
+            "SELECT 1", on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        }.value
         return true
       } catch {
         lose("its connection to the server stopped answering (a cut network, or a server host that died)")
