@@ -528,16 +528,26 @@
         answer.futureResult.whenComplete { _ in timer.cancel() }
       }
       let result: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: logger)
-      result.whenComplete { answer.completeWith($0.map { $0.rows }) }
+      // Whether the answer is in: set on the event loop, where it is read.
+      let answered = Locked(false)
+      result.whenComplete {
+        answered.withLock { $0 = true }
+        answer.completeWith($0.map { $0.rows })
+      }
       do {
         // A cancelled task's statement ends its connection (as postgres-nio ends a cancelled
         // query's): the server ends the statement with the session, and nothing reuses the
-        // connection mid-statement.
+        // connection mid-statement. Decided on the event loop: a statement whose answer is in
+        // when the cancellation arrives has ended, and its connection is sound (closing it then
+        // would hand a closing connection to whoever reuses it next).
         return try await withTaskCancellationHandler {
           try await answer.futureResult.get()
         } onCancel: {
-          answer.fail(CancellationError())
-          _ = connection.close() as EventLoopFuture<Void>
+          eventLoop.execute {
+            guard !answered.withLock({ $0 }) else { return }
+            answer.fail(CancellationError())
+            _ = connection.close() as EventLoopFuture<Void>
+          }
         }
       } catch {
         if let limit, expired.withLock({ $0 }) {
