@@ -125,6 +125,7 @@
       let id = try await resolveID()
       let connector = container.connector
       let connection = try await connector.take()
+      let granted: UInt64?
       do {
         let prepared = try await Connector.run(
           "SELECT pg_backend_pid(), set_config('lock_timeout', \(String(milliseconds)), false)", on: connection,
@@ -148,13 +149,7 @@
           connector.close(connection)
           throw LiaisonError.cancelled("waiting for the lock '\(name)'")
         }
-        guard let token else {
-          // A lease holds it (a process through a pooler in transaction mode): wait for its end.
-          // The connection's session has this wait's lock_timeout: not reused.
-          connector.close(connection)
-          return try await waitForLease(mode, until: deadline, timeout: timeout)
-        }
-        return PostgresLockGuard(lock: self, id: id, mode: mode, token: token, connection: connection)
+        granted = token
       } catch {
         connector.close(connection)
         switch PostgresErrors.sqlState(error) {
@@ -163,6 +158,13 @@
         default: throw PostgresErrors.translate(error, doing: "wait for the lock '\(name)'")
         }
       }
+      guard let granted else {
+        // A lease holds it (a process through a pooler in transaction mode): wait for its end.
+        // The connection's session has this wait's lock_timeout: not reused.
+        connector.close(connection)
+        return try await waitForLease(mode, until: deadline, timeout: timeout)
+      }
+      return PostgresLockGuard(lock: self, id: id, mode: mode, token: granted, connection: connection)
     }
 
     /// Takes the lock once it is free, trying every ``Listener/pollInterval`` until `deadline`:
