@@ -49,7 +49,11 @@ let package = Package(
     // locks, presences and signals do not link SQLite.
     .target(
       name: "LiaisonStore",
-      dependencies: ["Liaison", "CLiaison", .product(name: "GRDB", package: "GRDB.swift")],
+      dependencies: [
+        "Liaison", "CLiaison", .product(name: "GRDB", package: "GRDB.swift"),
+        // SQLite's C interface, for the hot paths' prepared statements (PreparedStatements.swift).
+        .product(name: "GRDBSQLite", package: "GRDB.swift"),
+      ],
       swiftSettings: strictSettings
     ),
     // The same parts across machines, on PostgreSQL. Empty unless the package trait `Postgres`

@@ -11,6 +11,34 @@ struct StoredValueTests {
     #expect(stored.kind == .json)
     #expect(StoredValue.scalarJSON(value) != nil, "\(value) took the encoder's path")
     #expect(try JSONDecoder().decode(Value.self, from: stored.bytes) == value, "\(value) read back otherwise")
+    // Read directly too, except strings with escapes, which JSONDecoder reads.
+    let direct = StoredValue.scalarValue(stored.bytes, as: Value.self)
+    #expect(direct == value || (direct == nil && stored.bytes.contains(UInt8(ascii: "\\"))), "\(value) read back")
+  }
+
+  /// The direct read of a scalar agrees with `JSONDecoder` on every text, or leaves it to it.
+  private func readsAsTheDecoderDoes<Value: Decodable & Equatable>(_ text: String, as type: Value.Type) {
+    guard let direct = StoredValue.scalarValue(Data(text.utf8), as: Value.self) else { return }
+    #expect(direct == (try? JSONDecoder().decode(Value.self, from: Data(text.utf8))), "'\(text)' as \(Value.self)")
+  }
+
+  @Test(arguments: [
+    "0", "-0", "00", "01", "-", "1.0", "1e2", "1E+2", "-1.5e-3", ".5", "5.", "1e", "+1", " 1", "1 ",
+    "9223372036854775807",
+    "9223372036854775808", "-9223372036854775809", "18446744073709551615", "true", "false", "True", "null", "\"\"",
+    "\"a\"", "\"a\\\"b\"", "\"\\u0041\"", "\"é\"", "\"", "\"\u{1}\"", "1e400", "-1e400", "0.1",
+  ])
+  func directReadsAgreeWithJSONDecoder(_ text: String) {
+    readsAsTheDecoderDoes(text, as: Int.self)
+    readsAsTheDecoderDoes(text, as: Int64.self)
+    readsAsTheDecoderDoes(text, as: UInt64.self)
+    readsAsTheDecoderDoes(text, as: Double.self)
+    readsAsTheDecoderDoes(text, as: Bool.self)
+    readsAsTheDecoderDoes(text, as: String.self)
+  }
+
+  @Test func invalidUTF8InAStringIsLeftToTheDecoder() {
+    #expect(StoredValue.scalarValue(Data([0x22, 0xFF, 0x22]), as: String.self) == nil)
   }
 
   @Test(arguments: [

@@ -68,7 +68,8 @@ extension StoredValue {
   package func decode<Value>(
     _ key: DefaultsKey<Value>, domain: LiaisonName, decoder: @autoclosure () -> JSONDecoder = JSONDecoder()
   ) throws(LiaisonError) -> Value {
-    if kind == .data, let data = bytes as? Value { return data }
+    if kind == .data, Value.self == Data.self { return unsafeBitCast(bytes, to: Value.self) }
+    if kind == .json, let value = Self.scalarValue(bytes, as: Value.self) { return value }
     do {
       guard kind == .json else {
         throw DecodingError.typeMismatch(Value.self, .init(codingPath: [], debugDescription: "raw bytes"))

@@ -179,8 +179,9 @@ extension StoredValue {
   /// ``decodeMessage(as:using:)``, with the type inferred: for a `@Sendable` closure, which must
   /// not capture a generic metatype.
   package func decodeMessage<Payload: Decodable>(using decoder: JSONDecoder) -> Result<Payload, UndecodableMessage> {
-    if let data = bytes as? Payload { return .success(data) }
+    if Payload.self == Data.self { return .success(unsafeBitCast(bytes, to: Payload.self)) }
     guard kind == .json else { return .failure(UndecodableMessage(reason: "it is raw bytes (sent as Data)")) }
+    if let value = Self.scalarValue(bytes, as: Payload.self) { return .success(value) }
     do {
       return .success(try decoder.decode(Payload.self, from: bytes))
     } catch let DecodingError.dataCorrupted(context) {

@@ -97,8 +97,8 @@ public final class SharedDatabase: Sendable {
       return doorbell.waitForCommit(attempts: attempts)
     }
 
-    let (pool, migrationsRan) = try SharedPool.open(
-      file, in: folder, configuration: configuration, migrator: migrator, holding: held)
+    let (pool, _, migrationsRan) = try SharedPool.open(
+      file, in: folder, configuration: configuration, migrator: migrator, guardingCommits: true, holding: held)
     self.pool = pool
     let signal = signal
     let commitRinger = CommitRinger(signal: signal)

@@ -87,7 +87,7 @@ public final class SharedDefaults: Sendable {
     let generation = store.generations.load(slot)
     if generation & 1 == 1 {
       // A write is in flight (or its writer died in the middle): read past the cache.
-      let stored = try store.read { db in try StoredValue.fetch(db, domain: domain, key: key.name, path: store.path) }
+      let stored = try fetch(key.name)
       return try stored.map { stored throws(LiaisonError) in
         try stored.decode(key, domain: domain, decoder: container.makeDecoder())
       }
@@ -108,8 +108,15 @@ public final class SharedDefaults: Sendable {
     case .stored(let stored):
       return try remember(stored, for: key, generation: generation)
     case .miss:
-      let stored = try store.read { db in try StoredValue.fetch(db, domain: domain, key: key.name, path: store.path) }
-      return try remember(stored, for: key, generation: generation)
+      return try remember(try fetch(key.name), for: key, generation: generation)
+    }
+  }
+
+  /// The stored value of the key called `name`, read by one statement: it sees one snapshot of the
+  /// store on its own, so it needs no read transaction.
+  func fetch(_ name: LiaisonName) throws(LiaisonError) -> StoredValue? {
+    try store.readOneStatement { db in
+      try DefaultsStatements.fetch(db, store.statements, domain: domain, key: name, path: store.path)
     }
   }
 
@@ -184,7 +191,9 @@ public final class SharedDefaults: Sendable {
   @available(*, noasync, message: "Use `try await set(_:for:timeout:)`, which does not block the cooperative pool.")
   public func set<Value>(_ value: Value, for key: DefaultsKey<Value>, timeout: Duration? = nil) throws(LiaisonError) {
     let stored = try StoredValue(value, key: key, domain: domain, encoder: container.makeEncoder())
-    try write(timeout: timeout) { db in try stored.save(db, domain: domain, key: key.name) }
+    try write(timeout: timeout) { db in
+      try DefaultsStatements.save(stored, db, store.statements, domain: domain, key: key.name)
+    }
   }
 
   /// Stores `value` for `key`, waiting for other processes' writes without blocking the
@@ -196,7 +205,9 @@ public final class SharedDefaults: Sendable {
     async throws(LiaisonError)
   {
     let stored = try StoredValue(value, key: key, domain: domain, encoder: container.makeEncoder())
-    try await write(timeout: timeout) { db in try stored.save(db, domain: domain, key: key.name) }
+    try await write(timeout: timeout) { db in
+      try DefaultsStatements.save(stored, db, store.statements, domain: domain, key: key.name)
+    }
   }
 
   /// Removes the value of `key`, if any.
@@ -324,7 +335,9 @@ public final class SharedDefaults: Sendable {
     _ body: (DefaultsTransaction) throws -> Result, in db: Database, failure: inout (any Error)?
   ) throws -> Result {
     do {
-      return try body(DefaultsTransaction(db: db, domain: domain, path: store.path, container: container))
+      return try body(
+        DefaultsTransaction(
+          db: db, domain: domain, path: store.path, container: container, statements: store.statements))
     } catch {
       failure = error
       throw error
@@ -407,18 +420,19 @@ public struct DefaultsTransaction {
   let path: String
   /// Whose JSON coders the values are read and written with.
   let container: SharedContainer
+  let statements: PreparedStatements
 
   /// The value of `key` as this transaction sees it.
   public func get<Value>(_ key: DefaultsKey<Value>) throws(LiaisonError) -> Value? {
     let db = try open()
-    return try translating { try StoredValue.fetch(db, domain: domain, key: key.name, path: path) }?
+    return try translating { try DefaultsStatements.fetch(db, statements, domain: domain, key: key.name, path: path) }?
       .decode(key, domain: domain, decoder: container.makeDecoder())
   }
 
   /// Stores `value` for `key` when the transaction commits.
   public func set<Value>(_ value: Value, for key: DefaultsKey<Value>) throws(LiaisonError) {
     let (stored, db) = (try StoredValue(value, key: key, domain: domain, encoder: container.makeEncoder()), try open())
-    try translating { try stored.save(db, domain: domain, key: key.name) }
+    try translating { try DefaultsStatements.save(stored, db, statements, domain: domain, key: key.name) }
   }
 
   /// Removes the value of `key` when the transaction commits.
@@ -458,13 +472,6 @@ public struct DefaultsTransaction {
 }
 
 extension StoredValue {
-  static func fetch(_ db: Database, domain: LiaisonName, key: LiaisonName, path: String) throws -> StoredValue? {
-    // Cached statements: preparing (and authorizing) a statement costs more than running it.
-    let statement = try db.cachedStatement(sql: "SELECT kind, value FROM defaults_entry WHERE domain = ? AND key = ?")
-    guard let row = try Row.fetchOne(statement, arguments: [domain.rawValue, key.rawValue]) else { return nil }
-    return try StoredValue(row: row, kindColumn: 0, valueColumn: 1, path: path)
-  }
-
   /// Reads a row of `SELECT key, kind, value` as ``SharedDefaults/snapshot()`` lists it, without
   /// trusting it.
   package static func snapshotEntry(_ row: Row, path: String) throws(LiaisonError) -> (
@@ -472,15 +479,6 @@ extension StoredValue {
   ) {
     guard let key = String.fromDatabaseValue(row[0] as DatabaseValue) else { throw foreignRow(path) }
     return (key, try StoredValue(row: row, kindColumn: 1, valueColumn: 2, path: path).raw)
-  }
-
-  func save(_ db: Database, domain: LiaisonName, key: LiaisonName) throws {
-    let statement = try db.cachedStatement(
-      sql: """
-        INSERT INTO defaults_entry (domain, key, kind, value) VALUES (?, ?, ?, ?)
-        ON CONFLICT (domain, key) DO UPDATE SET kind = excluded.kind, value = excluded.value
-        """)
-    try statement.execute(arguments: [domain.rawValue, key.rawValue, kind.rawValue, bytes])
   }
 }
 
@@ -523,7 +521,7 @@ extension SharedDefaults {
   /// The stored form of the key called `name`, for tools that do not know its type; `nil` when
   /// it has no value.
   public func rawValue(for name: LiaisonName) throws(LiaisonError) -> DefaultsRawValue? {
-    try store.read { db in try StoredValue.fetch(db, domain: domain, key: name, path: store.path)?.raw }
+    try fetch(name)?.raw
   }
 
   /// Stores JSON text for the key called `name`, for tools that do not know its type (the
@@ -535,13 +533,17 @@ extension SharedDefaults {
   @available(*, noasync, message: "Use `try await setJSON(_:for:timeout:)`, which does not block the cooperative pool.")
   public func setJSON(_ json: Data, for name: LiaisonName, timeout: Duration? = nil) throws(LiaisonError) {
     let stored = try StoredValue(checkedJSON: json, key: name, domain: domain)
-    try write(timeout: timeout) { db in try stored.save(db, domain: domain, key: name) }
+    try write(timeout: timeout) { db in
+      try DefaultsStatements.save(stored, db, store.statements, domain: domain, key: name)
+    }
   }
 
   /// Stores JSON text for the key called `name`, waiting without blocking the cooperative pool.
   public func setJSON(_ json: Data, for name: LiaisonName, timeout: Duration? = nil) async throws(LiaisonError) {
     let stored = try StoredValue(checkedJSON: json, key: name, domain: domain)
-    try await write(timeout: timeout) { db in try stored.save(db, domain: domain, key: name) }
+    try await write(timeout: timeout) { db in
+      try DefaultsStatements.save(stored, db, store.statements, domain: domain, key: name)
+    }
   }
 
   /// Stores JSON text for the key called `name` only if its value is `expected` now, atomically
@@ -613,9 +615,9 @@ private struct ValueDiffers: Error {}
 extension DefaultsTransaction {
   /// Stores `stored` for `name` if its value is `expected` now; throws ``ValueDiffers`` if not.
   fileprivate func replace(_ name: LiaisonName, _ expected: DefaultsRawValue?, with stored: StoredValue) throws {
-    let current = try StoredValue.fetch(try open(), domain: domain, key: name, path: path)
+    let current = try DefaultsStatements.fetch(try open(), statements, domain: domain, key: name, path: path)
     guard current?.raw == expected else { throw ValueDiffers() }
-    try stored.save(try open(), domain: domain, key: name)
+    try DefaultsStatements.save(stored, try open(), statements, domain: domain, key: name)
   }
 }
 

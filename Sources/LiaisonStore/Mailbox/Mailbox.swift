@@ -182,22 +182,12 @@ public final class Mailbox: Sendable {
   /// returns, for each, whether it was stored (`false`: its given id was already sent).
   private func insert(_ messages: [OutgoingMessage], _ db: Database) throws -> [Bool] {
     let now = Date().timeIntervalSince1970
-    var totals = try MailboxTotals.fetch(db, mailbox: name)
-    let known = try db.cachedStatement(
-      sql: """
-        SELECT 1 FROM mailbox_message WHERE mailbox = ?1 AND id = ?2 AND given_id = 1
-        UNION ALL SELECT 1 FROM mailbox_acknowledged WHERE mailbox = ?1 AND id = ?2
-        """)
-    let insert = try db.cachedStatement(
-      sql: """
-        INSERT INTO mailbox_message (mailbox, position, id, given_id, sender, sent_at, kind, payload)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-        """)
+    var totals = try MailboxTotals.fetch(db, store.statements, mailbox: name)
     let limits = totals.limits
     var stored: [Bool] = []
     stored.reserveCapacity(messages.count)
     for message in messages {
-      if message.givenID, try Bool.fetchOne(known, arguments: [name.rawValue, message.id]) != nil {
+      if message.givenID, try MailboxStatements.isKnown(message.id, in: name, db, store.statements) {
         stored.append(false)
         continue
       }
@@ -215,12 +205,10 @@ public final class Mailbox: Sendable {
             + "must acknowledge messages (or remove quarantined ones) first.")
       }
       totals.nextPosition += 1
-      try insert.execute(arguments: [
-        name.rawValue, totals.nextPosition, message.id, message.givenID, sender, now, message.value.kind.rawValue,
-        message.value.bytes,
-      ])
+      try MailboxStatements.insert(
+        message, at: totals.nextPosition, in: name, sender: sender, sentAt: now, db, store.statements)
     }
-    try totals.save(db, mailbox: name)
+    try totals.save(db, store.statements, mailbox: name)
     return stored
   }
 
@@ -233,7 +221,7 @@ public final class Mailbox: Sendable {
   /// The mailbox's limits: the ones last set by ``setLimits(_:timeout:)-9sdnm`` from any process, or
   /// the defaults.
   public func limits() throws(LiaisonError) -> Limits {
-    try store.read { db in try MailboxTotals.fetch(db, mailbox: name).limits }
+    try store.read { db in try MailboxTotals.fetch(db, store.statements, mailbox: name).limits }
   }
 
   /// Sets the mailbox's limits, for every sender in every process from their next send on.
@@ -256,9 +244,9 @@ public final class Mailbox: Sendable {
   }
 
   private func save(_ limits: Limits, _ db: Database) throws {
-    var totals = try MailboxTotals.fetch(db, mailbox: name)
+    var totals = try MailboxTotals.fetch(db, store.statements, mailbox: name)
     totals.limits = limits
-    try totals.saveWithLimits(db, mailbox: name)
+    try totals.saveWithLimits(db, store.statements, mailbox: name)
   }
 
   // MARK: Inspecting
@@ -268,18 +256,20 @@ public final class Mailbox: Sendable {
   public func peek(limit: Int = 100) throws(LiaisonError) -> [MailboxEntry] {
     guard limit > 0 else { return [] }
     return try store.readOneStatement { db in
-      try MessageRow.fetch(db, mailbox: name, after: 0, limit: limit, includingQuarantined: true, path: store.path)
-        .map { row in
-          MailboxEntry(
-            id: row.id, sentAt: row.sentAt, sender: row.sender, payload: row.payload?.payload ?? .data(Data()),
-            quarantineReason: row.quarantineReason ?? row.damage)
-        }
+      try MessageRow.fetch(
+        db, store.statements, mailbox: name, after: 0, limit: limit, includingQuarantined: true, path: store.path
+      )
+      .map { row in
+        MailboxEntry(
+          id: row.id, sentAt: row.sentAt, sender: row.sender, payload: row.payload?.payload ?? .data(Data()),
+          quarantineReason: row.quarantineReason ?? row.damage)
+      }
     }
   }
 
   /// How many messages wait to be received and acknowledged, not counting quarantined ones.
   public func count() throws(LiaisonError) -> Int {
-    let totals = try store.readOneStatement { db in try MailboxTotals.fetch(db, mailbox: name) }
+    let totals = try store.readOneStatement { db in try MailboxTotals.fetch(db, store.statements, mailbox: name) }
     return totals.messages - totals.quarantined
   }
 
@@ -325,7 +315,7 @@ public final class Mailbox: Sendable {
   }
 
   private func requeue(_ wanted: Set<String>?, _ db: Database) throws -> Int {
-    var totals = try MailboxTotals.fetch(db, mailbox: name)
+    var totals = try MailboxTotals.fetch(db, store.statements, mailbox: name)
     let quarantined = try Row.fetchAll(
       db,
       sql: """
@@ -344,7 +334,7 @@ public final class Mailbox: Sendable {
       count += 1
     }
     totals.quarantined -= count
-    try totals.save(db, mailbox: name)
+    try totals.save(db, store.statements, mailbox: name)
     return count
   }
 }
@@ -422,22 +412,23 @@ struct MailboxTotals {
   /// The totals as saved; counted from the messages when there are none yet (a new mailbox) or
   /// when another program left values Liaison never stores. (Taking those as 0 restarted the
   /// positions: every later send then failed on a position already taken.)
-  static func fetch(_ db: Database, mailbox: LiaisonName) throws -> MailboxTotals {
-    let statement = try db.cachedStatement(
-      sql: """
-        SELECT next_position, messages, bytes, quarantined, maximum_message_size, maximum_messages, maximum_bytes
-        FROM mailbox_totals WHERE mailbox = ?
-        """)
-    let row = try Row.fetchOne(statement, arguments: [mailbox.rawValue])
-    let limits = row.map(Self.limits) ?? Mailbox.Limits()
-    if let row, let nextPosition = Int64.fromDatabaseValue(row[0] as DatabaseValue),
-      let messages = Int.fromDatabaseValue(row[1] as DatabaseValue),
-      let bytes = Int.fromDatabaseValue(row[2] as DatabaseValue),
-      let quarantined = Int.fromDatabaseValue(row[3] as DatabaseValue)
-    {
-      return MailboxTotals(
-        nextPosition: nextPosition, messages: messages, bytes: bytes, quarantined: quarantined, limits: limits)
+  static func fetch(_ db: Database, _ statements: PreparedStatements, mailbox: LiaisonName) throws -> MailboxTotals {
+    let saved = try statements.run(MailboxStatements.totals, in: db) { row -> (MailboxTotals?, Mailbox.Limits)? in
+      row.bind(1, text: mailbox.rawValue)
+      guard try row.step() else { return nil }
+      let limits = Self.limits(row)
+      guard let nextPosition = row.integer(0), let messages = row.integer(1), let bytes = row.integer(2),
+        let quarantined = row.integer(3)
+      else { return (nil, limits) }
+      return (
+        MailboxTotals(
+          nextPosition: nextPosition, messages: Int(messages), bytes: Int(bytes), quarantined: Int(quarantined),
+          limits: limits),
+        limits
+      )
     }
+    if let totals = saved?.0 { return totals }
+    let limits = saved?.1 ?? Mailbox.Limits()
     let counted = try db.cachedStatement(
       sql: """
         SELECT max(position), count(*), total(length(payload)), count(quarantine_reason)
@@ -455,10 +446,10 @@ struct MailboxTotals {
 
   /// The limits in columns 4-6 of a totals row; the default for one that is unset (`NULL`) or that
   /// another program left at what Liaison never stores (not a positive whole number).
-  private static func limits(_ row: Row) -> Mailbox.Limits {
-    func limit(_ column: Int, _ fallback: Int) -> Int {
-      guard let value = Int.fromDatabaseValue(row[column] as DatabaseValue), value > 0 else { return fallback }
-      return value
+  private static func limits(_ row: some StoredColumns) -> Mailbox.Limits {
+    func limit(_ column: Int32, _ fallback: Int) -> Int {
+      guard let value = row.integer(column), value > 0, let limit = Int(exactly: value) else { return fallback }
+      return limit
     }
     let defaults = Mailbox.Limits()
     return Mailbox.Limits(
@@ -467,8 +458,8 @@ struct MailboxTotals {
   }
 
   /// Saves the totals and the limits.
-  func saveWithLimits(_ db: Database, mailbox: LiaisonName) throws {
-    try save(db, mailbox: mailbox)
+  func saveWithLimits(_ db: Database, _ statements: PreparedStatements, mailbox: LiaisonName) throws {
+    try save(db, statements, mailbox: mailbox)
     try db.execute(
       sql: """
         UPDATE mailbox_totals SET maximum_message_size = ?, maximum_messages = ?, maximum_bytes = ?
@@ -477,14 +468,15 @@ struct MailboxTotals {
       arguments: [limits.maximumMessageSize, limits.maximumMessages, limits.maximumBytes, mailbox.rawValue])
   }
 
-  func save(_ db: Database, mailbox: LiaisonName) throws {
-    let statement = try db.cachedStatement(
-      sql: """
-        INSERT INTO mailbox_totals (mailbox, next_position, messages, bytes, quarantined) VALUES (?, ?, ?, ?, ?)
-        ON CONFLICT (mailbox) DO UPDATE SET next_position = excluded.next_position,
-          messages = excluded.messages, bytes = excluded.bytes, quarantined = excluded.quarantined
-        """)
-    try statement.execute(arguments: [mailbox.rawValue, nextPosition, messages, bytes, quarantined])
+  func save(_ db: Database, _ statements: PreparedStatements, mailbox: LiaisonName) throws {
+    try statements.run(MailboxStatements.saveTotals, in: db) { statement in
+      statement.bind(1, text: mailbox.rawValue)
+      statement.bind(2, integer: nextPosition)
+      statement.bind(3, integer: Int64(messages))
+      statement.bind(4, integer: Int64(bytes))
+      statement.bind(5, integer: Int64(quarantined))
+      try statement.execute()
+    }
   }
 }
 
@@ -503,15 +495,17 @@ package struct MessageRow {
   package let damage: String?
 
   static func fetch(
-    _ db: Database, mailbox: LiaisonName, after position: Int64, limit: Int, includingQuarantined: Bool, path: String
+    _ db: Database, _ statements: PreparedStatements, mailbox: LiaisonName, after position: Int64, limit: Int,
+    includingQuarantined: Bool, path: String
   ) throws -> [MessageRow] {
-    let statement = try db.cachedStatement(
-      sql: """
-        SELECT position, id, sender, sent_at, kind, payload, quarantine_reason FROM mailbox_message
-        WHERE mailbox = ? AND position > ? AND (? OR quarantine_reason IS NULL) ORDER BY position LIMIT ?
-        """)
-    return try Row.fetchAll(statement, arguments: [mailbox.rawValue, position, includingQuarantined, limit]).map {
-      try MessageRow(row: $0, path: path)
+    try statements.run(MailboxStatements.messages, in: db) { statement in
+      statement.bind(1, text: mailbox.rawValue)
+      statement.bind(2, integer: position)
+      statement.bind(3, integer: includingQuarantined ? 1 : 0)
+      statement.bind(4, integer: Int64(limit))
+      var rows: [MessageRow] = []
+      while try statement.step() { rows.append(try MessageRow(columns: statement, path: path)) }
+      return rows
     }
   }
 
@@ -531,24 +525,28 @@ package struct MessageRow {
   ///
   /// - Throws: ``/Liaison/LiaisonError/Code/corruptFile`` only when the position cannot be read (such a
   ///   row cannot even be set aside).
-  package init(row: Row, path: String) throws(LiaisonError) {
-    guard let position = Int64.fromDatabaseValue(row[0] as DatabaseValue) else { throw foreignRow(path) }
+  init(columns row: some StoredColumns, path: String) throws(LiaisonError) {
+    guard let position = row.integer(0) else { throw foreignRow(path) }
     var damage: [String] = []
-    func column<T: DatabaseValueConvertible>(_ index: Int, _ name: String, _ fallback: T) -> T {
-      if let value = T.fromDatabaseValue(row[index] as DatabaseValue) { return value }
+    func column<T>(_ value: T?, _ name: String, _ fallback: T) -> T {
+      if let value { return value }
       damage.append("its \(name) is not what Liaison stores")
       return fallback
     }
     self.position = position
-    id = column(1, "id", "?")
-    sender = column(2, "sender", "?")
-    let sentAt = column(3, "sending time", 0.0)
+    id = column(row.text(1), "id", "?")
+    sender = column(row.text(2), "sender", "?")
+    let sentAt = column(row.number(3), "sending time", 0.0)
     self.sentAt = Date(timeIntervalSince1970: sentAt.isFinite ? sentAt : 0)
-    payload = try? StoredValue(row: row, kindColumn: 4, valueColumn: 5, path: path)
+    payload = try? StoredValue(columns: row, kindColumn: 4, valueColumn: 5, path: path)
     if payload == nil { damage.append("its payload or kind is not what Liaison stores") }
-    let reason = row[6] as DatabaseValue
-    quarantineReason = reason.isNull ? nil : (String.fromDatabaseValue(reason) ?? "unknown")
+    quarantineReason = row.isNull(6) ? nil : (row.text(6) ?? "unknown")
     self.damage = damage.isEmpty ? nil : "not written by Liaison: " + damage.joined(separator: ", ")
+  }
+
+  /// ``init(columns:path:)`` for a GRDB row, for the fuzzer.
+  package init(row: Row, path: String) throws(LiaisonError) {
+    try self.init(columns: row, path: path)
   }
 }
 

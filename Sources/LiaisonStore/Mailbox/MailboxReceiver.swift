@@ -204,8 +204,8 @@ public final class MailboxReceiver: Sendable {
           let after = reading.cursor
           let rows = try store.readOneStatement { db in
             try MessageRow.fetch(
-              db, mailbox: name, after: after, limit: max(limit, readAhead), includingQuarantined: false,
-              path: store.path)
+              db, store.statements, mailbox: name, after: after, limit: max(limit, readAhead),
+              includingQuarantined: false, path: store.path)
           }
           guard let last = rows.last else { return delivery }
           reading.readAhead = rows[...]
@@ -247,7 +247,7 @@ public final class MailboxReceiver: Sendable {
 
   private func quarantine(_ messages: [(position: Int64, reason: String)], _ db: Database) throws {
     let name = mailbox.name
-    var totals = try MailboxTotals.fetch(db, mailbox: name)
+    var totals = try MailboxTotals.fetch(db, mailbox.store.statements, mailbox: name)
     let statement = try db.cachedStatement(
       sql: """
         UPDATE mailbox_message SET quarantine_reason = ?
@@ -257,7 +257,7 @@ public final class MailboxReceiver: Sendable {
       try statement.execute(arguments: [message.reason, name.rawValue, message.position])
       totals.quarantined += db.changesCount
     }
-    try totals.save(db, mailbox: name)
+    try totals.save(db, mailbox.store.statements, mailbox: name)
   }
 
   // MARK: Acknowledging
@@ -335,33 +335,26 @@ public final class MailboxReceiver: Sendable {
       }
     }
     return { [self] db in
-      var totals = try MailboxTotals.fetch(db, mailbox: name)
-      let remove = try db.cachedStatement(
-        sql: """
-          DELETE FROM mailbox_message
-          WHERE mailbox = ? AND position BETWEEN ? AND ? AND quarantine_reason IS NULL
-          RETURNING given_id, id, length(payload), position
-          """)
+      let statements = mailbox.store.statements
+      var totals = try MailboxTotals.fetch(db, statements, mailbox: name)
       let remember = try Self.rememberAcknowledged(db)
       for run in runs {
-        let removed = try Row.fetchAll(remove, arguments: [name.rawValue, run.lowerBound, run.upperBound])
+        let removed = try MailboxStatements.remove(run, in: name, db, statements)
         for row in removed {
           // A position names a message only in its own store: one from another container's
           // mailbox of the same name removes another message. The transaction is rolled back.
-          if let position = Int64.fromDatabaseValue(row[3] as DatabaseValue),
-            String.fromDatabaseValue(row[1] as DatabaseValue) != ids[position]
-          {
+          if let position = row.position, row.id != ids[position] {
             throw foreignEnvelope(
               id: ids[position] ?? "?", from: "another container's mailbox '\(name)'", doing: "acknowledged")
           }
           totals.messages -= 1
-          totals.bytes -= Int.fromDatabaseValue(row[2] as DatabaseValue) ?? 0
-          if Bool.fromDatabaseValue(row[0] as DatabaseValue) == true {
-            try remember.execute(arguments: [name.rawValue, row[1] as DatabaseValue, now])
+          totals.bytes -= row.bytes
+          if row.givenID, let id = row.id {
+            try remember.execute(arguments: [name.rawValue, id, now])
           }
         }
       }
-      try totals.save(db, mailbox: name)
+      try totals.save(db, statements, mailbox: name)
       if prune { try Mailbox.forgetOldAcknowledgedIDs(db, now: now) }
     }
   }
@@ -445,7 +438,7 @@ public final class MailboxReceiver: Sendable {
   private func removingQuarantined(_ db: Database) throws -> Int {
     let name = mailbox.name
     let now = Date().timeIntervalSince1970
-    var totals = try MailboxTotals.fetch(db, mailbox: name)
+    var totals = try MailboxTotals.fetch(db, mailbox.store.statements, mailbox: name)
     let removed = try Row.fetchAll(
       db,
       sql: """
@@ -460,7 +453,7 @@ public final class MailboxReceiver: Sendable {
     totals.messages -= removed.count
     totals.quarantined -= removed.count
     totals.bytes -= removed.reduce(0) { $0 + (Int.fromDatabaseValue($1[2] as DatabaseValue) ?? 0) }
-    try totals.save(db, mailbox: name)
+    try totals.save(db, mailbox.store.statements, mailbox: name)
     return removed.count
   }
 

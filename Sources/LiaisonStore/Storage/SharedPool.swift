@@ -21,14 +21,17 @@ enum SharedPool {
   /// A database that is missing or empty beside a write-ahead log that holds commits is refused:
   /// SQLite would start a new database and then discard the log. A database migrated by a newer
   /// program is refused **before** migrating, so that this program never runs its own migrations
-  /// (or erases anything) over a schema it does not know. Once open, every commit first checks
-  /// that the file is still there (see ``DeletedDatabaseGuard``).
+  /// (or erases anything) over a schema it does not know. Once open, every commit must first check
+  /// that the file is still there (see ``DeletedDatabaseGuard``): with `guardingCommits`, GRDB
+  /// runs the check before each commit (for a database whose writes are the user's); without,
+  /// the caller runs it before each of its commits (the store, whose writes are all Liaison's:
+  /// a transaction observer makes GRDB do bookkeeping around every statement).
   ///
-  /// - Returns: the pool, and whether any migration ran.
+  /// - Returns: the pool, the file's guard, and whether any migration ran.
   static func open(
     _ file: String, in folder: PrivateFolder, configuration: Configuration, migrator: DatabaseMigrator,
-    holding held: LockGuard
-  ) throws(LiaisonError) -> (pool: DatabasePool, migrationsRan: Bool) {
+    guardingCommits: Bool, holding held: LockGuard
+  ) throws(LiaisonError) -> (pool: DatabasePool, deletionGuard: DeletedDatabaseGuard, migrationsRan: Bool) {
     let path = folder.path(of: file)
     defer { held.unlock() }
     var configuration = configuration
@@ -60,8 +63,9 @@ enum SharedPool {
       let before = try pool.read(migrator.appliedIdentifiers)
       try migrator.migrate(pool)
       let migrationsRan = try pool.read(migrator.appliedIdentifiers) != before
-      pool.add(transactionObserver: try DeletedDatabaseGuard(file, in: folder), extent: .databaseLifetime)
-      return (pool, migrationsRan)
+      let deletionGuard = try DeletedDatabaseGuard(file, in: folder)
+      if guardingCommits { pool.add(transactionObserver: deletionGuard, extent: .databaseLifetime) }
+      return (pool, deletionGuard, migrationsRan)
     } catch let error as LiaisonError {
       throw error
     } catch {
@@ -96,7 +100,10 @@ final class DeletedDatabaseGuard: TransactionObserver, Sendable {
   func databaseDidCommit(_ db: Database) {}
   func databaseDidRollback(_ db: Database) {}
 
-  func databaseWillCommit() throws {
+  func databaseWillCommit() throws { try check() }
+
+  /// Throws when the path no longer names the file opened.
+  func check() throws(LiaisonError) {
     var info = stat()
     let found = fstatat(folder.descriptor, file, &info, AT_SYMLINK_NOFOLLOW) == 0
     if found && deviceNumber(info.st_dev) == device && UInt64(info.st_ino) == inode { return }

@@ -14,16 +14,21 @@ final class StoreDatabase: Sendable {
   let path: String
   let folder: PrivateFolder
   let generations: GenerationCounters
+  /// The hot paths' statements, prepared once per connection of ``pool``.
+  let statements = PreparedStatements()
+  /// Checked before each commit: no write into a file that was deleted or replaced.
+  private let deletionGuard: DeletedDatabaseGuard
   private let writeLock: ProcessLock
   private let suspension: StoreSuspension
   /// Keeps the suspension's handlers registered with the container.
   private let suspensionHandlers: SuspensionHandlers
 
   private init(
-    pool: DatabasePool, path: String, folder: PrivateFolder, generations: GenerationCounters, writeLock: ProcessLock,
-    suspension: StoreSuspension, container: SharedContainer
+    pool: DatabasePool, deletionGuard: DeletedDatabaseGuard, path: String, folder: PrivateFolder,
+    generations: GenerationCounters, writeLock: ProcessLock, suspension: StoreSuspension, container: SharedContainer
   ) {
     self.pool = pool
+    self.deletionGuard = deletionGuard
     self.path = path
     self.folder = folder
     self.generations = generations
@@ -41,9 +46,14 @@ final class StoreDatabase: Sendable {
   /// connection's lock.
   static let busyWaits = Locked(0)
 
-  /// The threads inside ``write(slot:_:)`` in this process, to refuse a nested write (which would
-  /// wait for its own lock forever) with a clear error.
-  private static let writingThreads = Locked<Set<ObjectIdentifier>>([])
+  /// Set (non-nil) on a thread while it is inside ``write(slot:_:)``, to refuse a nested write
+  /// (which would wait for its own lock forever) with a clear error: a thread-specific value,
+  /// read in a few instructions.
+  private static let writingThread: pthread_key_t = {
+    var key = pthread_key_t()
+    precondition(pthread_key_create(&key, nil) == 0, "no thread-specific key is left for the store")
+    return key
+  }()
 
   /// The database `name` of `container`, opened once per process and migrated once across
   /// processes: the first opening in a process waits (at most `timeout`) for the store's lock,
@@ -154,13 +164,17 @@ final class StoreDatabase: Sendable {
     // then costs no fsync.
     configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
     configuration.label = "Liaison.\(name)"
+    // Readers are kept for the pool's life (GRDB would close idle ones on a memory warning): the
+    // prepared statements (``statements``) are kept per connection.
+    configuration.persistentReadOnlyConnections = true
     // An app that posts GRDB's `Database.suspendNotification` itself, as GRDB documents for iOS,
     // suspends the store's databases too. `SharedContainer.suspend()` does more (StoreSuspension).
     configuration.observesSuspensionNotifications = true
-    let (pool, _) = try SharedPool.open(
-      name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, holding: held)
+    let (pool, deletionGuard, _) = try SharedPool.open(
+      name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, guardingCommits: false,
+      holding: held)
     return StoreDatabase(
-      pool: pool, path: path, folder: folder,
+      pool: pool, deletionGuard: deletionGuard, path: path, folder: folder,
       generations: try GenerationCounters(folder: folder, name: name + ".generations", container: container),
       writeLock: writeLock,
       suspension: suspension, container: container)
@@ -235,7 +249,7 @@ final class StoreDatabase: Sendable {
   }
 
   private func checkNotNested() throws(LiaisonError) {
-    if Self.writingThreads.withLock({ $0.contains(ObjectIdentifier(Thread.current)) }) {
+    if pthread_getspecific(Self.writingThread) != nil {
       throw LiaisonError(
         .invalidArgument,
         "A write to the store '\(path)' was started inside another write on the same thread (for example "
@@ -255,9 +269,8 @@ final class StoreDatabase: Sendable {
     var ringsAfterUnlock = false
     defer { if ringsAfterUnlock { _ = ring?(true) } }  // runs after the unlock below
     defer { held.unlock() }
-    let thread = ObjectIdentifier(Thread.current)
-    Self.writingThreads.withLock { _ = $0.insert(thread) }
-    defer { _ = Self.writingThreads.withLock { $0.remove(thread) } }
+    pthread_setspecific(Self.writingThread, UnsafeRawPointer(bitPattern: 1))
+    defer { pthread_setspecific(Self.writingThread, nil) }
     var committed = false
     defer {  // after the counter's move below, before the unlock above
       if committed, let ring, !ring(false) { ringsAfterUnlock = true }
@@ -269,15 +282,17 @@ final class StoreDatabase: Sendable {
     defer { if let slot { generations.increment(slot) } }  // even: committed or rolled back
     let result = try translatingErrors {
       try pool.writeWithoutTransaction { db in
-        // BEGIN and COMMIT as cached statements: GRDB's `inTransaction` compiles both at each call.
-        try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
+        // BEGIN and COMMIT as statements held per connection: GRDB's `inTransaction` compiles both at
+        // each call.
+        try statements.held(Self.begin, in: db).execute()
         do {
           let result = try body(db)
           guard db.isInsideTransaction else {
             // SQLite rolled back by itself after an error that `body` caught and did not pass on.
             throw DatabaseError(resultCode: .SQLITE_ABORT, message: "the transaction was rolled back after an error")
           }
-          try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+          try deletionGuard.check()
+          try statements.held(Self.commit, in: db).execute()
           return result
         } catch {
           try? db.rollback()
@@ -288,6 +303,9 @@ final class StoreDatabase: Sendable {
     committed = true
     return result
   }
+
+  private static let begin = PreparedStatements.Query("BEGIN IMMEDIATE TRANSACTION")
+  private static let commit = PreparedStatements.Query("COMMIT TRANSACTION")
 
   /// The name of the write lock's file in ``folder``: every writing process keeps a descriptor
   /// open on it, for writing, for as long as it runs.
