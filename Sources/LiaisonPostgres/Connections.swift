@@ -485,7 +485,9 @@
     /// succeed. The server runs the next statement on the connection only after that commit, so
     /// a `SELECT 1` after the write confirms it; if the confirmation does not come, the write may
     /// or may not have been made, and the error says so. Every write whose return promises that
-    /// it happened (a send, an acknowledgement, a post, a grant's fencing token) passes `true`.
+    /// it happened (a send, an acknowledgement, a post) passes `true`. An exclusive grant does
+    /// not: its fencing token is confirmed when it is asked for, by
+    /// ``PostgresLockGuard/fencingToken()`` or by the session's next statement.
     static func run(
       _ query: PostgresQuery, on connection: PostgresConnection, within limit: Duration?, logger: Logger,
       committing: Bool = false

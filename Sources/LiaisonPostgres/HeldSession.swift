@@ -17,6 +17,9 @@
       var end = LossState()
       /// Told once, when the hold ends (lost or released).
       var onEnd: [@Sendable () -> Void] = []
+      /// Whether the server has answered a statement of the session sent after the one that
+      /// took the hold (``markAnswered()``).
+      var answered = false
     }
 
     let connector: Connector
@@ -84,6 +87,19 @@
     /// The connection, while held.
     var connection: PostgresConnection? { state.withLock { $0.connection } }
 
+    /// Whether the server has answered a statement of the session sent after the one that took
+    /// the hold (a heartbeat, a statement run under it, the release): the server runs a statement
+    /// only once the previous one's implicit transaction has finished committing, so the
+    /// commit of the statement that took the hold has finished (flushed, and replicated as its
+    /// `synchronous_commit` asks). postgres-nio sends a statement only after the previous one's
+    /// `ReadyForQuery`, which the server sends after that commit.
+    var isAnswered: Bool { state.withLock { $0.answered } }
+
+    /// Records that the server answered a statement of the session (see ``isAnswered``).
+    func markAnswered() {
+      state.withLock { $0.answered = true }
+    }
+
     /// The descriptor of the connection's socket in this process, while held.
     var socketDescriptor: CInt? { connection.flatMap(connector.socketDescriptor(of:)) }
 
@@ -117,6 +133,7 @@
           try await Connector.run(
             "SELECT 1", on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
         }.value
+        markAnswered()
         return true
       } catch {
         lose("its connection to the server stopped answering (a cut network, or a server host that died)")

@@ -15,7 +15,8 @@
   /// (``PostgresLockGuard/fencingToken()``), given in the same transaction as the lock.
   ///
   /// Costs: `tryLock` and an uncontended `lock` are one round trip (and one commit, for the
-  /// token, when exclusive); `unlock` is one more.
+  /// token, when exclusive); `unlock` is one more. The first ``PostgresLockGuard/fencingToken()``
+  /// may add one, which confirms the token's commit.
   public final class PostgresLock: Sendable, CoordinationLock {
     /// The lock's name.
     public let name: LiaisonName
@@ -202,9 +203,12 @@
     /// is checked on the row's newest version (a taker of a lease holds the advisory lock until
     /// its row is written). The token's commit is synchronous whatever the server's default
     /// (`synchronous_commit` set for this transaction only): flushed to disk, and to the
-    /// synchronous standbys the server names, before the grant returns, so that a crash or a
-    /// failover to such a standby never gives a token twice. A shared grant reads the lease in
-    /// a second statement, after the advisory lock is held.
+    /// synchronous standbys the server names, before the token reaches the caller, so that a
+    /// crash or a failover to such a standby never gives a token twice. The grant returns at
+    /// the statement's end, without waiting for a confirmation of that commit: the advisory
+    /// lock is the session's whatever becomes of the commit, and
+    /// ``PostgresLockGuard/fencingToken()`` confirms the commit before it gives the token. A
+    /// shared grant reads the lease in a second statement, after the advisory lock is held.
     private func grantInSession(_ mode: LockMode, id: Int32, wait: Bool, on connection: PostgresConnection)
       async throws -> UInt64?
     {
@@ -228,7 +232,7 @@
                 WHERE s.ends::float8 > extract(epoch FROM clock_timestamp()) * 1000)
             RETURNING fencing_token)
           SELECT granted.held, (SELECT fencing_token FROM token) FROM granted
-          """, on: connection, within: limit, logger: connector.quietLogger, committing: true)
+          """, on: connection, within: limit, logger: connector.quietLogger)
         let (held, token) = try rows.first!.decode((Bool, Int64?).self)
         guard held else { return nil }
         if let token { return UInt64(bitPattern: token) }
@@ -316,6 +320,11 @@
     /// lock in its namespace, across server restarts (it is stored in the table `liaison.lock`,
     /// committed with the grant).
     ///
+    /// It is returned only once the grant's commit has finished: flushed to the server's disk,
+    /// and to the synchronous standbys it names. The first call confirms that with one round trip
+    /// in the lock's session, unless a statement of the session has already been answered since
+    /// the grant (a heartbeat, a statement run under the lock); later calls cost nothing.
+    ///
     /// Guard a write with it, so that a holder whose lock ended without its knowing is refused:
     ///
     /// ```sql
@@ -324,7 +333,11 @@
     ///
     /// No row updated means a later holder has written: stop.
     ///
-    /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a shared lock.
+    /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a shared lock; the loss
+    ///   (``/Liaison/LiaisonError/Code/lost``) when the lock was lost before its commit was
+    ///   confirmed (the token may not have been committed);
+    ///   ``/Liaison/LiaisonError/Code/unavailable`` when it was unlocked before, and its release
+    ///   failed.
     public func fencingToken() async throws(LiaisonError) -> UInt64 {
       guard mode == .exclusive else {
         throw LiaisonError(
@@ -332,7 +345,30 @@
           "The lock '\(lock.name)' is held shared: only an exclusive lock has a fencing token. Take it exclusive to "
             + "guard a write with a token.")
       }
+      if case .session(let session) = hold, !session.isAnswered { try await confirmGrant(session) }
       return token
+    }
+
+    /// Waits until the server has answered a statement of the session after the grant's, which
+    /// it runs only once the grant's commit has finished (``HeldSession/isAnswered``).
+    ///
+    /// postgres-nio ends a statement at its `CommandComplete`, which the server sends before the
+    /// commit of the statement's implicit transaction (at the `Sync` after it). The server keeps
+    /// it in its buffer until its `ReadyForQuery`, after the commit, unless a message sent during
+    /// the commit carries it out first: a session terminated while its commit waits for a
+    /// synchronous standby (its warning), a server shut down or crashing meanwhile. Then the
+    /// commit may be lost, or never made, and the session ends: the lock is lost, and the token
+    /// never reaches the caller.
+    private func confirmGrant(_ session: HeldSession) async throws(LiaisonError) {
+      guard session.connection != nil else {
+        throw session.loss
+          ?? LiaisonError(
+            .unavailable,
+            "The lock '\(lock.name)' was unlocked, and its release failed, before the server confirmed that its "
+              + "fencing token was committed: the token may not have been. Take the lock again for a token.")
+      }
+      _ = try await run(
+        "SELECT 1", doing: "confirm the commit of the fencing token of the lock '\(lock.name)'", committing: false)
     }
 
     /// Runs `query` in the session that holds the lock, so that it runs only while the lock is
@@ -340,7 +376,8 @@
     /// server ended. A failed statement ends the hold (the connection is closed). The statement
     /// runs to its end even when the calling task is cancelled: postgres-nio ends a cancelled
     /// query by closing its connection, which would lose the lock. `committing`: see
-    /// ``Connector/run(_:on:within:logger:committing:)``.
+    /// ``Connector/run(_:on:within:logger:committing:)``. A statement answered confirms the
+    /// grant's commit (``fencingToken()``).
     ///
     /// - Throws: the loss (``/Liaison/LiaisonError/Code/lost``) when the lock was lost before or
     ///   while the statement ran, or when the statement failed; ``/Liaison/LiaisonError/Code/invalidArgument``
@@ -365,7 +402,7 @@
       do {
         // In a task of its own, awaited here: the statement runs to its end when the caller is
         // cancelled.
-        return try await Task {
+        let rows = try await Task {
           let limit = connector.timing.replyTimeout
           guard let timeout else {
             return try await Connector.run(
@@ -382,6 +419,8 @@
             throw PostgresErrors.translate(error, doing: what, timeout: timeout)
           }
         }.value
+        session.markAnswered()
+        return rows
       } catch let error as LiaisonError where error.code == .timedOut && session.loss == nil {
         throw error
       } catch {
@@ -443,6 +482,7 @@
       do {
         let rows = try await Connector.run(
           unlock, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+        session.markAnswered()  // the grant's commit has finished: fencingToken() may still give it
         if try rows.first?.makeRandomAccess()[0].decode(Bool.self) == true {
           connector.giveBack(connection)
           return
