@@ -3,11 +3,21 @@
 
   /// The tables and functions of ``PostgresMailbox``es, part of ``Schema/create(_:)``.
   ///
-  /// Every change to a mailbox first locks its row in `liaison.mailbox`, which keeps the totals
-  /// its limits are checked against and the next position. Sends therefore take their positions
-  /// one after another, in the order they commit: a receiver that has read up to a position never
-  /// meets a message committed later at a smaller one. Each change is one statement (a call of
-  /// one of these functions): one round trip, one commit, all or nothing.
+  /// A mailbox's totals are kept in two rows, so that sends and removals do not wait for each
+  /// other's commits. Its row in `liaison.mailbox` holds the next position and what was ever
+  /// sent (messages and payload bytes); only sends (and a requeue) write it, each locking it
+  /// first. Its row in `liaison.mailbox_receipt` holds what was ever removed, and how many wait
+  /// in quarantine; only removals, quarantines and requeues write it, each locking it first. What
+  /// a mailbox holds is the difference, read in one snapshot (`count()`, `mailboxes()`). A send
+  /// checks its limits against its own row, locked, less the receipt's last committed removals:
+  /// a removal not yet committed is not subtracted, so the check only ever errs on the side of
+  /// refusing.
+  ///
+  /// Sends take their positions one after another, in the order they commit: a receiver that
+  /// has read up to a position never meets a message committed later at a smaller one. Each
+  /// change is one statement (a call of one of these functions): one round trip, one commit, all
+  /// or nothing. Locks are taken in one order, the mailbox's row before the receipt's row before
+  /// the messages' rows, so that these functions never wait for each other in a cycle.
   ///
   /// A small send carries its messages in its notification (``CarriedMessages``): the receiver
   /// waiting for them delivers them without reading them back, one round trip sooner.
@@ -48,6 +58,19 @@
           maximum_messages bigint NOT NULL DEFAULT \(defaults.maximumMessages),
           maximum_bytes bigint NOT NULL DEFAULT \(defaults.maximumBytes),
           PRIMARY KEY (namespace, name));
+        -- Since schema 5, messages and bytes above count what was ever sent (quarantined stays 0),
+        -- and this row what was ever removed, and what waits in quarantine.
+        CREATE TABLE IF NOT EXISTS liaison.mailbox_receipt (
+          namespace text NOT NULL,
+          name text NOT NULL,
+          removed_messages bigint NOT NULL DEFAULT 0,
+          removed_bytes bigint NOT NULL DEFAULT 0,
+          quarantined bigint NOT NULL DEFAULT 0,
+          PRIMARY KEY (namespace, name));
+        -- From schema 4: the mailboxes' totals carry over; their quarantined counts move here.
+        INSERT INTO liaison.mailbox_receipt (namespace, name, quarantined)
+        SELECT namespace, name, quarantined FROM liaison.mailbox ON CONFLICT DO NOTHING;
+        UPDATE liaison.mailbox SET quarantined = 0 WHERE quarantined <> 0;
         CREATE TABLE IF NOT EXISTS liaison.mailbox_message (
           namespace text NOT NULL,
           mailbox text NOT NULL,
@@ -77,6 +100,10 @@
         LANGUAGE plpgsql AS $send$
         DECLARE
           mailbox_row liaison.mailbox%ROWTYPE;
+          gone_messages bigint;
+          gone_bytes bigint;
+          held_messages bigint;
+          held_bytes bigint;
           largest bigint;
           incoming_bytes bigint;
           carry boolean;
@@ -90,6 +117,7 @@
           SELECT * INTO mailbox_row FROM liaison.mailbox WHERE namespace = p_namespace AND name = p_mailbox FOR UPDATE;
           IF NOT FOUND THEN
             INSERT INTO liaison.mailbox (namespace, name) VALUES (p_namespace, p_mailbox) ON CONFLICT DO NOTHING;
+            INSERT INTO liaison.mailbox_receipt (namespace, name) VALUES (p_namespace, p_mailbox) ON CONFLICT DO NOTHING;
             SELECT * INTO mailbox_row FROM liaison.mailbox WHERE namespace = p_namespace AND name = p_mailbox
               FOR UPDATE;
           END IF;
@@ -101,8 +129,20 @@
           END IF;
           carry := cardinality(p_ids) <= \(carriedMessages) AND incoming_bytes <= \(carriedBytes);
           -- Given ids acknowledged within the retention store nothing; those waiting neither
-          -- (ON CONFLICT). Generated ids are never looked up.
+          -- (ON CONFLICT). Generated ids are never looked up. A waiting message with a given id
+          -- may be in a removal not yet committed, which holds the receipt's row from its start:
+          -- the send waits for it (FOR SHARE) and then finds the id acknowledged; a removal that
+          -- starts later waits for the send, which finds the message waiting.
           IF true = ANY (p_given) THEN
+            IF EXISTS (SELECT 1 FROM liaison.mailbox_message m
+                WHERE m.namespace = p_namespace AND m.mailbox = p_mailbox AND m.id = ANY (p_ids)) THEN
+              PERFORM 1 FROM liaison.mailbox_receipt WHERE namespace = p_namespace AND name = p_mailbox FOR SHARE;
+              IF NOT FOUND THEN
+                INSERT INTO liaison.mailbox_receipt (namespace, name) VALUES (p_namespace, p_mailbox)
+                  ON CONFLICT DO NOTHING;
+                PERFORM 1 FROM liaison.mailbox_receipt WHERE namespace = p_namespace AND name = p_mailbox FOR SHARE;
+              END IF;
+            END IF;
             SELECT array_agg(a.id) INTO remembered FROM liaison.mailbox_acknowledged a
             WHERE a.namespace = p_namespace AND a.mailbox = p_mailbox AND a.id = ANY (p_ids)
               AND a.acknowledged_at > p_sent_at - p_retention;
@@ -121,15 +161,21 @@
             json_agg(json_build_object('position', position, 'id', id, 'kind', kind,
               'payload', translate(encode(payload, 'base64'), chr(10), '')) ORDER BY position) FILTER (WHERE carry)
           INTO added, added_bytes, carried FROM stored;
-          IF mailbox_row.messages + added > mailbox_row.maximum_messages THEN
+          -- What the mailbox holds: what was sent (this row, locked) less what the last committed
+          -- removals took (not locked: one not yet committed is not subtracted).
+          SELECT r.removed_messages, r.removed_bytes INTO gone_messages, gone_bytes
+          FROM liaison.mailbox_receipt r WHERE r.namespace = p_namespace AND r.name = p_mailbox;
+          held_messages := mailbox_row.messages - coalesce(gone_messages, 0);
+          held_bytes := mailbox_row.bytes - coalesce(gone_bytes, 0);
+          IF held_messages + added > mailbox_row.maximum_messages THEN
             RAISE EXCEPTION USING ERRCODE = '\(overLimit)', MESSAGE = format(
               'Mailbox ''%s'' holds %s messages and takes at most %s; %s more do not fit.',
-              p_mailbox, mailbox_row.messages, mailbox_row.maximum_messages, added);
+              p_mailbox, held_messages, mailbox_row.maximum_messages, added);
           END IF;
-          IF mailbox_row.bytes + added_bytes > mailbox_row.maximum_bytes THEN
+          IF held_bytes + added_bytes > mailbox_row.maximum_bytes THEN
             RAISE EXCEPTION USING ERRCODE = '\(overLimit)', MESSAGE = format(
               'Mailbox ''%s'' holds %s payload bytes and takes at most %s; %s more do not fit.',
-              p_mailbox, mailbox_row.bytes, mailbox_row.maximum_bytes, added_bytes);
+              p_mailbox, held_bytes, mailbox_row.maximum_bytes, added_bytes);
           END IF;
           UPDATE liaison.mailbox SET next_position = next_position + cardinality(p_ids),
             messages = messages + added, bytes = bytes + added_bytes
@@ -146,6 +192,17 @@
           RETURN added;
         END $send$;
 
+        -- Locks the receipt's row of a mailbox (made if missing), for a transaction that writes it.
+        CREATE OR REPLACE FUNCTION liaison.mailbox_lock_receipt(p_namespace text, p_mailbox text) RETURNS void
+        LANGUAGE plpgsql AS $lock_receipt$
+        BEGIN
+          PERFORM 1 FROM liaison.mailbox_receipt WHERE namespace = p_namespace AND name = p_mailbox FOR UPDATE;
+          IF NOT FOUND THEN
+            INSERT INTO liaison.mailbox_receipt (namespace, name) VALUES (p_namespace, p_mailbox) ON CONFLICT DO NOTHING;
+            PERFORM 1 FROM liaison.mailbox_receipt WHERE namespace = p_namespace AND name = p_mailbox FOR UPDATE;
+          END IF;
+        END $lock_receipt$;
+
         -- Removes messages (those at the given positions with the given ids, or every quarantined
         -- one when the positions are null) and remembers their given ids. Returns the removed
         -- messages' positions and ids.
@@ -154,7 +211,7 @@
           RETURNS TABLE (removed_position bigint, removed_id text)
         LANGUAGE plpgsql AS $remove$
         BEGIN
-          PERFORM 1 FROM liaison.mailbox WHERE namespace = p_namespace AND name = p_mailbox FOR UPDATE;
+          PERFORM liaison.mailbox_lock_receipt(p_namespace, p_mailbox);
           IF p_positions IS NULL THEN
             SELECT array_agg(m.position), array_agg(m.id) INTO p_positions, p_ids FROM liaison.mailbox_message m
             WHERE m.namespace = p_namespace AND m.mailbox = p_mailbox AND m.quarantine_reason IS NOT NULL;
@@ -169,8 +226,8 @@
             SELECT p_namespace, p_mailbox, g.id, p_now FROM gone g WHERE g.given_id
             ON CONFLICT (namespace, mailbox, id) DO UPDATE SET acknowledged_at = excluded.acknowledged_at),
           totals AS (
-            UPDATE liaison.mailbox SET messages = messages - (SELECT count(*) FROM gone),
-              bytes = bytes - (SELECT coalesce(sum(size), 0) FROM gone),
+            UPDATE liaison.mailbox_receipt SET removed_messages = removed_messages + (SELECT count(*) FROM gone),
+              removed_bytes = removed_bytes + (SELECT coalesce(sum(size), 0) FROM gone),
               quarantined = quarantined - (SELECT count(*) FROM gone WHERE gone.quarantined)
             WHERE namespace = p_namespace AND name = p_mailbox AND EXISTS (SELECT 1 FROM gone))
           SELECT g.position, g.id FROM gone g ORDER BY g.position;
@@ -183,11 +240,11 @@
         DECLARE
           changed integer;
         BEGIN
-          PERFORM 1 FROM liaison.mailbox WHERE namespace = p_namespace AND name = p_mailbox FOR UPDATE;
+          PERFORM liaison.mailbox_lock_receipt(p_namespace, p_mailbox);
           UPDATE liaison.mailbox_message m SET quarantine_reason = p_reasons[array_position(p_positions, m.position)]
           WHERE m.ctid = ANY (\(rowsAt("p_positions"))) AND m.quarantine_reason IS NULL;
           GET DIAGNOSTICS changed = ROW_COUNT;
-          UPDATE liaison.mailbox SET quarantined = quarantined + changed
+          UPDATE liaison.mailbox_receipt SET quarantined = quarantined + changed
           WHERE namespace = p_namespace AND name = p_mailbox AND changed > 0;
           RETURN changed;
         END $quarantine$;
@@ -204,6 +261,7 @@
           SELECT next_position INTO start_position FROM liaison.mailbox
           WHERE namespace = p_namespace AND name = p_mailbox FOR UPDATE;
           IF start_position IS NULL THEN RETURN 0; END IF;
+          PERFORM liaison.mailbox_lock_receipt(p_namespace, p_mailbox);
           WITH chosen AS (
             SELECT m.position, row_number() OVER (ORDER BY m.position) AS n FROM liaison.mailbox_message m
             WHERE m.namespace = p_namespace AND m.mailbox = p_mailbox AND m.quarantine_reason IS NOT NULL
@@ -213,7 +271,9 @@
           WHERE m.namespace = p_namespace AND m.mailbox = p_mailbox AND m.position = c.position;
           GET DIAGNOSTICS moved = ROW_COUNT;
           IF moved > 0 THEN
-            UPDATE liaison.mailbox SET next_position = next_position + moved, quarantined = quarantined - moved
+            UPDATE liaison.mailbox SET next_position = next_position + moved
+            WHERE namespace = p_namespace AND name = p_mailbox;
+            UPDATE liaison.mailbox_receipt SET quarantined = quarantined - moved
             WHERE namespace = p_namespace AND name = p_mailbox;
             PERFORM pg_notify('liaison', concat_ws(' ', 'm', p_namespace, p_mailbox));
           END IF;

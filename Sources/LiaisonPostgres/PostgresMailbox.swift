@@ -209,8 +209,9 @@
     public func count() async throws(LiaisonError) -> Int {
       let rows = try await container.query(
         """
-        SELECT messages - quarantined FROM liaison.mailbox
-        WHERE namespace = \(container.namespace.rawValue) AND name = \(name.rawValue)
+        SELECT m.messages - coalesce(r.removed_messages, 0) - coalesce(r.quarantined, 0)
+        FROM liaison.mailbox m LEFT JOIN liaison.mailbox_receipt r ON r.namespace = m.namespace AND r.name = m.name
+        WHERE m.namespace = \(container.namespace.rawValue) AND m.name = \(name.rawValue)
         """, doing: "count the messages of the mailbox '\(name)'")
       guard let row = rows.first else { return 0 }
       return Int(try decodeRow(name) { try row.decode(Int64.self) })
@@ -301,8 +302,12 @@
     public func mailboxes() async throws(LiaisonError) -> [MailboxInfo] {
       let rows = try await query(
         """
-        SELECT name, messages, quarantined, bytes FROM liaison.mailbox
-        WHERE namespace = \(namespace.rawValue) AND messages > 0 ORDER BY name
+        SELECT name, messages, quarantined, bytes FROM (
+          SELECT m.name, m.messages - coalesce(r.removed_messages, 0) AS messages,
+            coalesce(r.quarantined, 0) AS quarantined, m.bytes - coalesce(r.removed_bytes, 0) AS bytes
+          FROM liaison.mailbox m LEFT JOIN liaison.mailbox_receipt r ON r.namespace = m.namespace AND r.name = m.name
+          WHERE m.namespace = \(namespace.rawValue)) AS held
+        WHERE messages > 0 ORDER BY name
         """, doing: "list the mailboxes")
       return rows.compactMap { row in
         guard

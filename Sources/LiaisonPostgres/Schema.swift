@@ -18,13 +18,16 @@
     /// (``comment``). A database set up by an older version gains the newer tables and
     /// functions at the next start.
     ///
-    /// 4 added the lease columns (``HeldLease``).
-    static let version = 4
+    /// 4 added the lease columns (``HeldLease``); 5 the mailboxes' receipts
+    /// (`liaison.mailbox_receipt`, ``MailboxSchema``), so that sends and removals do not wait for
+    /// each other.
+    static let version = 5
     /// The oldest version of this code that can use this version of the schema: a later schema
     /// that only adds to this one says so in its comment, and this code then uses it as it is.
     /// 4 is not usable from 3: code of version 3 knows nothing of leases, and would grant a
-    /// session's lock or claim that a lease holds.
-    static let usableFrom = 4
+    /// session's lock or claim that a lease holds. 5 is not usable from 4: code of version 4
+    /// would read a mailbox's totals from its row alone, which counts what was ever sent.
+    static let usableFrom = 5
 
     /// The schema's comment: `Liaison schema N`, and `; usable from M` when code of an older
     /// version M can use it.

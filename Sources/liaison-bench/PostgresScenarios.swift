@@ -643,6 +643,7 @@ import Foundation
           "DELETE FROM liaison.presence WHERE namespace = \(namespace)",
           "DELETE FROM liaison.mailbox_message WHERE namespace = \(namespace)",
           "DELETE FROM liaison.mailbox_acknowledged WHERE namespace = \(namespace)",
+          "DELETE FROM liaison.mailbox_receipt WHERE namespace = \(namespace)",
           "DELETE FROM liaison.mailbox WHERE namespace = \(namespace)",
           "DELETE FROM liaison.defaults_entry WHERE namespace = \(namespace)",
           "DELETE FROM liaison.defaults_domain WHERE namespace = \(namespace)",

@@ -37,6 +37,131 @@
       await #expect(throws: LiaisonError.self) { try await inbox.send(Note(text: ""), id: "") }
     }
 
+    /// A session of `psql` on the shared test server, for a transaction held open across steps:
+    /// `run` sends SQL and returns the line `marker` once it is printed.
+    private struct RawSession {
+      let child: ChildProcess
+      let pid: String
+
+      init(_ server: PostgresTestServer) throws {
+        child = try ChildProcess(
+          server.psqlCommand(host: "127.0.0.1")[0], Array(server.psqlCommand(host: "127.0.0.1").dropFirst()),
+          errors: .pipe)
+        child.write("SELECT 'pid ' || pg_backend_pid();")
+        var line = ""
+        while !line.hasPrefix("pid ") { line = try child.readLine() }
+        pid = String(line.dropFirst(4))
+      }
+
+      /// Runs `sql`, then prints `marker`, and returns the lines printed before it.
+      @discardableResult
+      func run(_ sql: String, marker: String = "done") throws -> [String] {
+        child.write(sql)
+        child.write("SELECT '\(marker)';")
+        var lines: [String] = []
+        while true {
+          let line = try child.readLine()
+          if line == marker { return lines }
+          lines.append(line)
+        }
+      }
+
+      /// Whether a statement of another session waits for a lock this session holds.
+      func blocksAnother(_ server: PostgresTestServer) throws -> Bool {
+        try server.psql("SELECT count(*) FROM pg_stat_activity WHERE \(pid) = ANY (pg_blocking_pids(pid))") != "0"
+      }
+
+      func end() {
+        child.write("\\q")
+        _ = child.finish()
+      }
+    }
+
+    /// A send that retries the id of a message whose removal (an acknowledgement) is not yet
+    /// committed waits for that removal, and then stores nothing: the id is acknowledged. (Sends
+    /// and removals no longer lock the same row: without the wait, the send would store the
+    /// message again once the removal had deleted it.)
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func aRetriedIdSentWhileItsRemovalIsUncommittedStoresNothing() async throws {
+      let backend = try BackendPlace(.postgres)
+      let server = try #require(backend.server)
+      let place = try await backend.open() as! PostgresContainer
+      let inbox = try await place.mailbox("inbox")
+      #expect(try await inbox.send(Note(text: "one"), id: "draft-1").isStored)
+      let session = try RawSession(server)
+      defer { session.end() }
+      let removed = try session.run(
+        """
+        BEGIN;
+        SELECT count(*) FROM liaison.mailbox_remove('\(backend.namespace)', 'inbox',
+          ARRAY(SELECT position FROM liaison.mailbox_message
+            WHERE namespace = '\(backend.namespace)' AND mailbox = 'inbox' AND id = 'draft-1'),
+          ARRAY['draft-1'], extract(epoch FROM now())::float8);
+        """)
+      #expect(removed.contains("1"), "\(removed)")
+      let retried = Task { try await inbox.send(Note(text: "again"), id: "draft-1") }
+      try await waitUntilOffThePool("the retried send waits for the removal", timeout: 300) {
+        try session.blocksAnother(server)
+      }
+      try session.run("COMMIT;")
+      #expect(try await retried.value == MailboxReceipt(id: "draft-1", isStored: false))
+      #expect(try await inbox.count() == 0)
+      #expect(try await inbox.peek().isEmpty)
+      await place.close()
+    }
+
+    /// Sends and removals do not wait for each other: an acknowledgement goes through while a
+    /// send is not yet committed, and a send while a removal is not (each has a timeout that
+    /// would pass if it waited). A send's limits count a removal not yet committed as not made:
+    /// it is refused rather than let through too early.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func sendsAndRemovalsDoNotWaitForEachOther() async throws {
+      let backend = try BackendPlace(.postgres)
+      let server = try #require(backend.server)
+      let place = try await backend.open() as! PostgresContainer
+      let inbox = try await place.mailbox("inbox")
+      try await inbox.setLimits(MailboxLimits(maximumMessages: 3))
+      try await inbox.sendAll([1, 2])
+      let receiver = try await inbox.receiver()
+      let received = try await receiver.receive(Int.self, limit: 2)
+      #expect(received.map(\.payload) == [1, 2])
+      let session = try RawSession(server)
+      defer { session.end() }
+      // A send not yet committed holds the mailbox's row.
+      try session.run(
+        """
+        BEGIN;
+        SELECT liaison.mailbox_send('\(backend.namespace)', 'inbox', 'raw', extract(epoch FROM now())::float8,
+          60, ARRAY['raw-1'], ARRAY[true], ARRAY[0::smallint], ARRAY['\\x33'::bytea]);
+        """)
+      try await receiver.acknowledge(received[0], timeout: .seconds(20))
+      try session.run("ROLLBACK;")
+      #expect(try await inbox.count() == 1)
+      // A removal not yet committed holds the receipt's row.
+      try session.run(
+        """
+        BEGIN;
+        SELECT count(*) FROM liaison.mailbox_remove('\(backend.namespace)', 'inbox',
+          ARRAY(SELECT position FROM liaison.mailbox_message
+            WHERE namespace = '\(backend.namespace)' AND mailbox = 'inbox' ORDER BY position),
+          ARRAY(SELECT id FROM liaison.mailbox_message
+            WHERE namespace = '\(backend.namespace)' AND mailbox = 'inbox' ORDER BY position),
+          extract(epoch FROM now())::float8);
+        """)
+      try await inbox.sendAll([3, 4], timeout: .seconds(20))
+      #expect(try await inbox.count() == 3, "the removal is not committed")
+      let full = await #expect(throws: LiaisonError.self) { try await inbox.send(5, timeout: .seconds(20)) }
+      #expect(full?.code == .tooLarge)
+      try session.run("COMMIT;")
+      #expect(try await inbox.count() == 2)
+      try await inbox.send(5, timeout: .seconds(20))
+      var rest: [Int] = []
+      while rest.count < 3 { rest += try await receiver.receive(Int.self, limit: 5).map(\.payload) }
+      #expect(rest == [3, 4, 5])
+      #expect(try await place.mailboxes().first { $0.name.rawValue == "inbox" }?.waiting == 3)
+      await place.close()
+    }
+
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func limitsRefuseTheWholeSendWithAClearError() async throws {
       let place = try await open()

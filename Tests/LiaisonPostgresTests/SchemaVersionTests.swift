@@ -50,8 +50,9 @@
     }
 
     @Test func theCommentIsReadAsAVersionAndTheOldestThatCanUseIt() {
-      // 4 added the leases, which code of version 3 would not respect: not usable from 3.
-      #expect(Schema.comment == "Liaison schema 4")
+      // 4 added the leases, which code of version 3 would not respect: not usable from 3. 5 keeps
+      // a mailbox's removals apart from its sends, which code of version 4 would miscount.
+      #expect(Schema.comment == "Liaison schema 5")
       #expect(Schema.verdict(nil) == .setUp)
       #expect(Schema.verdict("Liaison schema 1") == .setUp)
       #expect(Schema.verdict("Liaison schema \(Schema.version)") == .use)
@@ -106,6 +107,62 @@
       await held.unlock()
       await place.close()
       #expect(try fingerprint(server, database) == before)
+    }
+
+    /// A database that a program of version 4 used, with messages waiting, quarantined and
+    /// acknowledged: this version upgrades it when it opens, and every mailbox keeps its counts,
+    /// bytes and limits, which later sends and removals go on from. (Version 4 kept a mailbox's
+    /// totals in its row alone; the database is made to look as it left it.)
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func anUpgradeFromVersion4KeepsEveryMailboxsTotals() async throws {
+      let (server, database, url) = try newDatabase()
+      var place = try await PostgresContainer(url: url, namespace: "fleet")
+      let inbox = try await place.mailbox("inbox")
+      try await inbox.setLimits(MailboxLimits(maximumMessages: 4))
+      try await inbox.sendAll(["a", "b", "c"])
+      try await inbox.send(Data([0xFF]), id: "raw")
+      let receiver = try await inbox.receiver()
+      let received = try await receiver.receive(String.self, limit: 10)
+      #expect(received.map(\.payload) == ["a", "b", "c"], "the raw bytes are quarantined")
+      try await receiver.acknowledge(received[0])
+      await receiver.close()
+      try await place.mailbox("other").send("x")
+      let before = try await place.mailboxes()
+      #expect(before.map(\.waiting) == [2, 1] && before.map(\.quarantined) == [1, 0], "\(before)")
+      await place.close()
+      try server.psql(
+        """
+        UPDATE liaison.mailbox m SET messages = m.messages - r.removed_messages, bytes = m.bytes - r.removed_bytes,
+          quarantined = r.quarantined
+        FROM liaison.mailbox_receipt r WHERE r.namespace = m.namespace AND r.name = m.name;
+        DROP TABLE liaison.mailbox_receipt;
+        DROP FUNCTION liaison.mailbox_lock_receipt;
+        COMMENT ON SCHEMA liaison IS 'Liaison schema 4';
+        """, database: database)
+      #expect(
+        try server.psql("SELECT messages, quarantined FROM liaison.mailbox WHERE name = 'inbox'", database: database)
+          == "3|1")
+      place = try await PostgresContainer(url: url, namespace: "fleet")
+      #expect(
+        try server.psql("SELECT obj_description('liaison'::regnamespace, 'pg_namespace')", database: database)
+          == Schema.comment)
+      #expect(try await place.mailboxes() == before)
+      let upgraded = try await place.mailbox("inbox")
+      #expect(try await upgraded.count() == 2)
+      #expect(try await upgraded.limits() == MailboxLimits(maximumMessages: 4))
+      #expect(try await upgraded.send("d", id: "raw").isStored == false, "the quarantined message's id waits")
+      try await upgraded.sendAll(["e"])
+      let full = await #expect(throws: LiaisonError.self) { try await upgraded.sendAll(["f"]) }
+      #expect(full?.code == .tooLarge, "4 messages, the quarantined one included")
+      let next = try await upgraded.receiver()
+      let rest = try await next.receive(String.self, limit: 10)
+      #expect(rest.map(\.payload) == ["b", "c", "e"])
+      try await next.acknowledge(rest)
+      #expect(try await next.removeQuarantined() == 1)
+      #expect(try await upgraded.count() == 0)
+      #expect(try await place.mailboxes().map(\.name.rawValue) == ["other"])
+      await next.close()
+      await place.close()
     }
 
     /// A later host sets the schema up while this one waits for the setup's lock (this one saw
