@@ -113,6 +113,25 @@ enum InstructionCounts {
         try receiver.acknowledge(envelopes[0])
       }
     },
+    Operation(name: "mailbox.batch", floor: "floor.sqlite-queue", short: 10, long: 60) { directory in
+      // What `mailbox.throughput` does per batch, in one process: `sendAll` of 100 messages, the
+      // receiver's look (100 rows, 100 JSON decodes) and one acknowledgement of them all.
+      let mailbox = try SharedContainer(directory: directory, createIfMissing: true).mailbox("count", sender: "bench")
+      let receiver = try mailbox.receiver()
+      let batch = (0..<PlaceScenarios.batchSize).map { BenchMessage(n: $0, text: "message \($0)") }
+      return {
+        try mailbox.sendAll(batch)
+        let envelopes = try receiver.receiveAvailable(BenchMessage.self, limit: batch.count)
+        guard envelopes.count == batch.count else { throw BenchError("the receiver found \(envelopes.count) messages") }
+        try receiver.acknowledge(envelopes)
+      }
+    },
+    Operation(name: "floor.sqlite-queue", floor: nil, short: 10, long: 60) { directory in
+      // The floor of `mailbox.throughput`, per batch: the same work on one connection (SQLiteQueue).
+      let floor = try SQLiteQueue(path: directory + "/floor-queue.sqlite")
+      let batch = (0..<PlaceScenarios.batchSize).map { BenchMessage(n: $0, text: "message \($0)") }
+      return { try floor.passBatch(batch) }
+    },
     Operation(name: "floor.sqlite-insert", floor: nil, short: 200, long: 1_200) { directory in
       let floor = try SQLiteQueue(path: directory + "/floor-insert.sqlite")
       var value: UInt64 = 0

@@ -74,6 +74,10 @@ static inline int cliaison_pidfd_open(int pid) {
   return -1;
 #endif
 }
+
+/// The process's id, asked of the kernel once and again in a child after `fork`: glibc no longer
+/// caches `getpid`, which is a system call at each signal post otherwise.
+int cliaison_process_id(void);
 #endif
 
 #endif

@@ -301,16 +301,22 @@
     private func run() {
       cliaison_name_thread("liaison-events")
       var buffer = [UInt8](repeating: 0, count: 4096)
+      // Kept from one wake-up to the next, emptied but not freed: a wake-up allocates nothing.
+      var fds: [pollfd] = []
+      var ids: [UInt64] = []
+      var fired: [UInt64: WatchEvents] = [:]
+      var due: [(@Sendable (WatchEvents) -> Void, WatchEvents)] = []
       while true {
         // What to poll, under the lock.
-        let plan = EventLoop.state.withLock { _ -> (fds: [pollfd], ids: [UInt64], timeout: Int32)? in
+        let timeout = EventLoop.state.withLock { _ -> Int32? in
           for fd in toClose { Syscall.close(fd) }
           toClose.removeAll()
           if stopped { return nil }
-          var fds = [
-            pollfd(fd: inotify, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
-          ]
-          var ids: [UInt64] = [0, 0]
+          fds.removeAll(keepingCapacity: true)
+          ids.removeAll(keepingCapacity: true)
+          fds.append(pollfd(fd: inotify, events: Int16(POLLIN), revents: 0))
+          fds.append(pollfd(fd: wake, events: Int16(POLLIN), revents: 0))
+          ids.append(contentsOf: [0, 0])
           for (id, pidfd) in processes {
             fds.append(pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0))
             ids.append(id)
@@ -321,15 +327,14 @@
             let now = SystemClock.bootNanoseconds()
             timeout = nearest <= now ? 0 : Int32(clamping: (nearest - now) / 1_000_000 + 1)
           }
-          return (fds, ids, timeout)
+          return timeout
         }
-        guard let plan else { break }
-        var fds = plan.fds
-        let ids = plan.ids
-        _ = poll(&fds, nfds_t(fds.count), plan.timeout)
+        guard let timeout else { break }
+        _ = poll(&fds, nfds_t(fds.count), timeout)
 
-        let due = EventLoop.state.withLock { _ -> [(@Sendable (WatchEvents) -> Void, WatchEvents)] in
-          var fired: [UInt64: WatchEvents] = [:]
+        EventLoop.state.withLock { _ in
+          fired.removeAll(keepingCapacity: true)
+          due.removeAll(keepingCapacity: true)
           if fds[1].revents != 0 {
             var value: UInt64 = 0
             _ = read(wake, &value, 8)
@@ -373,18 +378,18 @@
             let now = SystemClock.bootNanoseconds()
             for (id, deadline) in deadlines where deadline <= now { fired[id, default: []].insert(.changed) }
           }
-          var handlers: [(@Sendable (WatchEvents) -> Void, WatchEvents)] = []
           for (id, events) in fired {
             guard let entry = entries[id] else { continue }
-            handlers.append((entry.handler, events))
+            due.append((entry.handler, events))
             switch entry.kind {
             case .file: break
             case .process, .deadline: _ = remove(id)  // one-shot
             }
           }
-          return handlers
         }
         for (handler, events) in due { handler(events) }
+        // The handlers are not kept until the next wake-up (they may hold what their owner freed).
+        due.removeAll(keepingCapacity: true)
       }
       Syscall.close(inotify)
       Syscall.close(wake)

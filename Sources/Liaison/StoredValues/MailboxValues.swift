@@ -143,10 +143,25 @@ package struct OutgoingMessage: Sendable {
   /// call on Linux, which costs more than the rest of a send's preparation).
   package static func uniqueID() -> String {
     var generator = SystemRandomNumberGenerator()
-    return (0..<2).map { _ in
-      let digits = String(generator.next() as UInt64, radix: 16)
-      return String(repeating: "0", count: 16 - digits.count) + digits
-    }.joined()
+    let (high, low) = (generator.next() as UInt64, generator.next() as UInt64)
+    // Written digit by digit into the string's own storage: `String(_:radix:)`, padding and joining
+    // cost about 5,000 instructions, a tenth of a send.
+    return String(
+      unsafeUninitializedCapacity: 32,
+      initializingUTF8With: { buffer in
+        for index in 0..<16 {
+          let shift = UInt64(60 - 4 * index)
+          buffer[index] = hexDigit(high >> shift)
+          buffer[16 + index] = hexDigit(low >> shift)
+        }
+        return 32
+      })
+  }
+
+  /// The lowest four bits of `value` as a hexadecimal digit, in ASCII.
+  private static func hexDigit(_ value: UInt64) -> UInt8 {
+    let digit = UInt8(truncatingIfNeeded: value & 0xF)
+    return digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
   }
 
   package init(_ value: StoredValue, id: String?, mailbox: LiaisonName) throws(LiaisonError) {

@@ -152,8 +152,15 @@ enum Syscall {
     fcntl(fd, F_SETFD, 0) == 0 ? .success(()) : .failure(currentErrno())
   }
 
-  /// The process id of this process.
-  static var processID: Int32 { getpid() }
+  /// The process id of this process (on Linux, read from the kernel once: see
+  /// `cliaison_process_id`).
+  static var processID: Int32 {
+    #if os(Linux)
+      cliaison_process_id()
+    #else
+      getpid()
+    #endif
+  }
 
   /// Whether a process with this id exists (it may belong to another user).
   static func processExists(_ pid: Int32) -> Bool {
