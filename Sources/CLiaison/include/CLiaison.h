@@ -75,6 +75,12 @@ static inline int cliaison_pidfd_open(int pid) {
 #endif
 }
 
+/// `length` random bytes from the kernel's generator in one `getrandom(2)` (Swift's
+/// `SystemRandomNumberGenerator` makes one call per 8 bytes); how many it wrote, -1 on error.
+static inline long cliaison_random(void *buffer, unsigned long length) {
+  return (long)syscall(SYS_getrandom, buffer, length, 0);
+}
+
 /// The process's id, asked of the kernel once and again in a child after `fork`: glibc no longer
 /// caches `getpid`, which is a system call at each signal post otherwise.
 int cliaison_process_id(void);
