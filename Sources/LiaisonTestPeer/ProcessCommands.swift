@@ -1,5 +1,7 @@
 // The peer's commands on the process itself: its resources, suspension, signal handlers.
 
+import Foundation
+import GRDB
 import Liaison
 import LiaisonStore
 
@@ -27,6 +29,14 @@ let processCommands: [PeerCommandHandler] = [
   PeerCommandHandler(.resume, "→ ok resumed") { _ in
     try container.resume()
     return "resumed"
+  },
+  PeerCommandHandler(.grdbSuspend, "posts GRDB's Database.suspendNotification, as an iOS app may → ok posted") { _ in
+    NotificationCenter.default.post(name: Database.suspendNotification, object: nil)
+    return "posted"
+  },
+  PeerCommandHandler(.grdbResume, "posts GRDB's Database.resumeNotification → ok posted") { _ in
+    NotificationCenter.default.post(name: Database.resumeNotification, object: nil)
+    return "posted"
   },
   PeerCommandHandler(
     .holdFileLock,

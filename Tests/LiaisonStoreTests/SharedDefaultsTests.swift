@@ -253,9 +253,30 @@ struct SharedDefaultsTests {
     #expect(try defaults.get(DefaultsKey<Token>("token")) == token)
     try defaults.set(Data([0, 1, 2]), for: DefaultsKey<Data>("blob"))
     #expect(try defaults.get(DefaultsKey<Data>("blob")) == Data([0, 1, 2]))
+    // No bytes is a value (an empty blob, not NULL), read back as such from the cache and the store.
+    try defaults.set(Data(), for: DefaultsKey<Data>("empty"))
+    #expect(try defaults.get(DefaultsKey<Data>("empty")) == Data())
+    #expect(try defaults.rawValue(for: LiaisonName("empty")) == .data(Data()))
     #expect {
       _ = try defaults.get(DefaultsKey<Int>("token"))
     } throws: { ($0 as? LiaisonError)?.code == .typeMismatch }
+  }
+
+  /// An app that posts GRDB's `Database.suspendNotification` itself (as GRDB documents for iOS)
+  /// suspends the store's writes too: the store's `BEGIN` is GRDB's own statement, which GRDB
+  /// refuses while suspended, so nothing is written; reads go on; after the resume notification,
+  /// writes do too. In another process, since the notification is process-wide.
+  @Test func grdbsSuspensionNotificationStopsTheStoresWrites() throws {
+    let peer = try Peer(container: directory.path)
+    #expect(try peer.ask(.dset, "grdb", "count", "1") == "ok set")
+    #expect(try peer.ask(.grdbSuspend) == "ok posted")
+    let refused = try peer.ask(.dset, "grdb", "count", "2")
+    #expect(refused.hasPrefix("error suspended: "), "\(refused)")
+    #expect(try peer.ask(.dget, "grdb", "count") == "ok 1")
+    #expect(try SharedContainer(directory: directory.path).defaults("grdb").get(DefaultsKey<Int>("count")) == 1)
+    #expect(try peer.ask(.grdbResume) == "ok posted")
+    #expect(try peer.ask(.dset, "grdb", "count", "3") == "ok set")
+    #expect(try SharedContainer(directory: directory.path).defaults("grdb").get(DefaultsKey<Int>("count")) == 3)
   }
 
   @Test func oversizedValuesAndBadKeysAreRefused() throws {

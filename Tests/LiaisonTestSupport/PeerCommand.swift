@@ -72,6 +72,8 @@ public enum PeerCommand: String, CaseIterable, Sendable {
   case threadsNamed = "threads-named"
   case suspend
   case resume
+  case grdbSuspend = "grdb-suspend"
+  case grdbResume = "grdb-resume"
   case holdFileLock = "hold-file-lock"
   case probeFileLock = "probe-file-lock"
   case releaseFileLock = "release-file-lock"

@@ -35,8 +35,7 @@ enum DefaultsStatements {
       statement.bind(1, text: domain.rawValue)
       statement.bind(2, text: key.rawValue)
       statement.bind(3, integer: Int64(stored.kind.rawValue))
-      statement.bind(4, blob: stored.bytes)
-      try statement.execute()
+      try statement.withBound(4, blob: stored.bytes) { try statement.execute() }
     }
   }
 }

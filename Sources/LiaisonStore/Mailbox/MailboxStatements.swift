@@ -63,8 +63,7 @@ enum MailboxStatements {
       statement.bind(5, text: sender)
       statement.bind(6, double: sentAt)
       statement.bind(7, integer: Int64(message.value.kind.rawValue))
-      statement.bind(8, blob: message.value.bytes)
-      try statement.execute()
+      try statement.withBound(8, blob: message.value.bytes) { try statement.execute() }
     }
   }
 

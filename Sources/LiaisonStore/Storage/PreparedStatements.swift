@@ -90,8 +90,9 @@ final class PreparedStatements: @unchecked Sendable {
   }
 
   /// Runs `body` with `query` prepared on `db`'s connection, then resets it (which ends a read,
-  /// so that it never holds back a checkpoint). Its arguments stay bound until the next run sets
-  /// them all again.
+  /// so that it never holds back a checkpoint). Its small arguments (names, numbers) stay bound
+  /// until the next run sets them all again; values are bound only while they run
+  /// (``RunningStatement/withBound(_:blob:_:)``).
   func run<T>(_ query: Query, in db: Database, _ body: (RunningStatement) throws -> T) throws -> T {
     let (connection, table) = try table(db)
     let statement: OpaquePointer
@@ -126,13 +127,18 @@ final class PreparedStatements: @unchecked Sendable {
       }
     }
 
-    func bind(_ index: Int32, blob: Data) {
+    /// Binds `blob` for the time of `body`, which steps the statement, without copying it; then
+    /// binds NULL in its place, so that the statement keeps no pointer to it, nor a copy of a
+    /// large value between runs.
+    func withBound<T>(_ index: Int32, blob: Data, _ body: () throws -> T) throws -> T {
+      defer { sqlite3_bind_null(handle, index) }
       guard !blob.isEmpty else {
-        _ = sqlite3_bind_zeroblob(handle, index, 0)  // a blob of no bytes, not NULL
-        return
+        sqlite3_bind_zeroblob(handle, index, 0)  // a blob of no bytes, not NULL
+        return try body()
       }
-      blob.withUnsafeBytes { bytes in
-        _ = sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(bytes.count), Self.transient)
+      return try blob.withUnsafeBytes { bytes in
+        sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(bytes.count), nil)  // SQLITE_STATIC
+        return try body()
       }
     }
 
