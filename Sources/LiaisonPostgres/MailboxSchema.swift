@@ -6,9 +6,12 @@
   /// A mailbox's totals are kept in two rows, so that sends and removals do not wait for each
   /// other's commits. Its row in `liaison.mailbox` holds the next position and what was ever
   /// sent (messages and payload bytes); only sends (and a requeue) write it, each locking it
-  /// first. Its row in `liaison.mailbox_receipt` holds what was ever removed, and how many wait
-  /// in quarantine; only removals, quarantines and requeues write it, each locking it first. What
-  /// a mailbox holds is the difference, read in one snapshot (`count()`, `mailboxes()`). A send
+  /// first. Its row in `liaison.mailbox_receipt` holds what was ever removed; only removals,
+  /// quarantines and requeues write it, each locking it first. What a mailbox holds is the
+  /// difference, read in one snapshot (`count()`, `mailboxes()`). How many wait in quarantine is
+  /// the sum of the two rows' `quarantined`: schema 4 counted them in the mailbox's row, which the
+  /// upgrade leaves as it is (a host still running schema 4's code may write it meanwhile), and
+  /// schema 5 counts the changes since in the receipt's. A send
   /// checks its limits against its own row, locked, less the receipt's last committed removals:
   /// a removal not yet committed is not subtracted, so the check only ever errs on the side of
   /// refusing.
@@ -58,8 +61,10 @@
           maximum_messages bigint NOT NULL DEFAULT \(defaults.maximumMessages),
           maximum_bytes bigint NOT NULL DEFAULT \(defaults.maximumBytes),
           PRIMARY KEY (namespace, name));
-        -- Since schema 5, messages and bytes above count what was ever sent (quarantined stays 0),
-        -- and this row what was ever removed, and what waits in quarantine.
+        -- Since schema 5, messages and bytes above count what was ever sent, and this row what was
+        -- ever removed. The quarantined count is the sum of both rows' (the mailbox's is what
+        -- schema 4 counted there, left as it is, so that a write of a host still running schema 4's
+        -- code during the upgrade counts too; only the receipt's moves since).
         CREATE TABLE IF NOT EXISTS liaison.mailbox_receipt (
           namespace text NOT NULL,
           name text NOT NULL,
@@ -67,10 +72,6 @@
           removed_bytes bigint NOT NULL DEFAULT 0,
           quarantined bigint NOT NULL DEFAULT 0,
           PRIMARY KEY (namespace, name));
-        -- From schema 4: the mailboxes' totals carry over; their quarantined counts move here.
-        INSERT INTO liaison.mailbox_receipt (namespace, name, quarantined)
-        SELECT namespace, name, quarantined FROM liaison.mailbox ON CONFLICT DO NOTHING;
-        UPDATE liaison.mailbox SET quarantined = 0 WHERE quarantined <> 0;
         CREATE TABLE IF NOT EXISTS liaison.mailbox_message (
           namespace text NOT NULL,
           mailbox text NOT NULL,

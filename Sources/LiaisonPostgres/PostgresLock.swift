@@ -364,8 +364,9 @@
         throw session.loss
           ?? LiaisonError(
             .unavailable,
-            "The lock '\(lock.name)' was unlocked, and its release failed, before the server confirmed that its "
-              + "fencing token was committed: the token may not have been. Take the lock again for a token.")
+            "The lock '\(lock.name)' was being unlocked, or was handed to a command, before the server confirmed that "
+              + "its fencing token was committed, so the token cannot be given. Ask for the token while the lock is "
+              + "held (before unlock()), or take the lock again.")
       }
       _ = try await run(
         "SELECT 1", doing: "confirm the commit of the fencing token of the lock '\(lock.name)'", committing: false)

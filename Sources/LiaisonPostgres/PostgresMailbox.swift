@@ -209,7 +209,7 @@
     public func count() async throws(LiaisonError) -> Int {
       let rows = try await container.query(
         """
-        SELECT m.messages - coalesce(r.removed_messages, 0) - coalesce(r.quarantined, 0)
+        SELECT m.messages - coalesce(r.removed_messages, 0) - m.quarantined - coalesce(r.quarantined, 0)
         FROM liaison.mailbox m LEFT JOIN liaison.mailbox_receipt r ON r.namespace = m.namespace AND r.name = m.name
         WHERE m.namespace = \(container.namespace.rawValue) AND m.name = \(name.rawValue)
         """, doing: "count the messages of the mailbox '\(name)'")
@@ -304,7 +304,7 @@
         """
         SELECT name, messages, quarantined, bytes FROM (
           SELECT m.name, m.messages - coalesce(r.removed_messages, 0) AS messages,
-            coalesce(r.quarantined, 0) AS quarantined, m.bytes - coalesce(r.removed_bytes, 0) AS bytes
+            m.quarantined + coalesce(r.quarantined, 0) AS quarantined, m.bytes - coalesce(r.removed_bytes, 0) AS bytes
           FROM liaison.mailbox m LEFT JOIN liaison.mailbox_receipt r ON r.namespace = m.namespace AND r.name = m.name
           WHERE m.namespace = \(namespace.rawValue)) AS held
         WHERE messages > 0 ORDER BY name

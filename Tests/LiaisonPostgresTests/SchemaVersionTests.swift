@@ -147,6 +147,16 @@
         try server.psql("SELECT obj_description('liaison'::regnamespace, 'pg_namespace')", database: database)
           == Schema.comment)
       #expect(try await place.mailboxes() == before)
+      // What a quarantine by a host still running version 4's code commits after the upgrade: the
+      // message set aside, and the mailbox's own row counting it. The counts follow it.
+      try server.psql(
+        """
+        UPDATE liaison.mailbox_message SET quarantine_reason = 'an old host'
+        WHERE namespace = 'fleet' AND mailbox = 'other';
+        UPDATE liaison.mailbox SET quarantined = quarantined + 1 WHERE namespace = 'fleet' AND name = 'other';
+        """, database: database)
+      let other = try await place.mailboxes().first { $0.name.rawValue == "other" }
+      #expect(other?.waiting == 0 && other?.quarantined == 1, "\(String(describing: other))")
       let upgraded = try await place.mailbox("inbox")
       #expect(try await upgraded.count() == 2)
       #expect(try await upgraded.limits() == MailboxLimits(maximumMessages: 4))

@@ -257,6 +257,10 @@ struct SharedDefaultsTests {
     try defaults.set(Data(), for: DefaultsKey<Data>("empty"))
     #expect(try defaults.get(DefaultsKey<Data>("empty")) == Data())
     #expect(try defaults.rawValue(for: LiaisonName("empty")) == .data(Data()))
+    // An optional Data with a value is its bytes too, as it was before the casts were taken out.
+    try defaults.set(Optional(Data([3])), for: DefaultsKey<Data?>("maybe"))
+    #expect(try defaults.rawValue(for: LiaisonName("maybe")) == .data(Data([3])))
+    #expect(try defaults.get(DefaultsKey<Data?>("maybe")) == .some(.some(Data([3]))))
     #expect {
       _ = try defaults.get(DefaultsKey<Int>("token"))
     } throws: { ($0 as? LiaisonError)?.code == .typeMismatch }

@@ -110,6 +110,32 @@ struct SuspensionTests {
     #expect(outcomes == "refused refused written written", "here and there with one resumed, then both")
   }
 
+  /// A write whose `BEGIN` failed inside SQLite (here: it waited for another program's write
+  /// lock, and `suspend()` ended the wait) leaves the next write free: the store keeps its `BEGIN`
+  /// statement from one write to the next, and a statement that failed would otherwise report its
+  /// old error to the next write, which GRDB's execution starts by resetting it.
+  @Test func aWriteWhoseBeginFailedLeavesTheNextOneFree() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let defaults = try await container.defaults("begin")
+    let key = DefaultsKey<Int>("count")
+    try await defaults.set(1, for: key)
+    // Another program, which takes no lock of Liaison's, holds SQLite's write lock.
+    var configuration = Configuration()
+    configuration.allowsUnsafeTransactions = true  // the transaction outlives the access
+    let other = try DatabaseQueue(
+      path: directory.path + "/.liaison/store/defaults.sqlite", configuration: configuration)
+    try await other.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") }
+    let waitsBefore = SharedDefaults.sqliteBusyWaits
+    let write = Task.detached { try await defaults.set(2, for: key) }
+    try waitUntil("the write waits for SQLite's lock") { SharedDefaults.sqliteBusyWaits > waitsBefore }
+    container.suspend()
+    await #expect(throws: LiaisonError.self) { try await write.value }
+    try await other.writeWithoutTransaction { db in try db.execute(sql: "ROLLBACK") }
+    try container.resume()
+    try await defaults.set(3, for: key)
+    #expect(try defaults.get(key) == 3)
+  }
+
   /// A defaults write rings while it holds the store's lock, so that the lock's release tells a
   /// dead writer; but a poster stuck on the domain's signal (stopped, or another program's lock)
   /// must not keep the store's lock too: the write rings after releasing it, and every other

@@ -316,7 +316,8 @@
           ids.removeAll(keepingCapacity: true)
           fds.append(pollfd(fd: inotify, events: Int16(POLLIN), revents: 0))
           fds.append(pollfd(fd: wake, events: Int16(POLLIN), revents: 0))
-          ids.append(contentsOf: [0, 0])
+          ids.append(0)
+          ids.append(0)
           for (id, pidfd) in processes {
             fds.append(pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0))
             ids.append(id)

@@ -69,6 +69,7 @@ extension StoredValue {
     _ key: DefaultsKey<Value>, domain: LiaisonName, decoder: @autoclosure () -> JSONDecoder = JSONDecoder()
   ) throws(LiaisonError) -> Value {
     if kind == .data, Value.self == Data.self { return unsafeBitCast(bytes, to: Value.self) }
+    if kind == .data, Value.self == Data?.self { return unsafeBitCast(Optional(bytes), to: Value.self) }
     if kind == .json, let value = Self.scalarValue(bytes, as: Value.self) { return value }
     do {
       guard kind == .json else {

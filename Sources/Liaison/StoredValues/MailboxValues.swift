@@ -208,6 +208,7 @@ extension StoredValue {
   /// not capture a generic metatype.
   package func decodeMessage<Payload: Decodable>(using decoder: JSONDecoder) -> Result<Payload, UndecodableMessage> {
     if Payload.self == Data.self { return .success(unsafeBitCast(bytes, to: Payload.self)) }
+    if Payload.self == Data?.self { return .success(unsafeBitCast(Optional(bytes), to: Payload.self)) }
     guard kind == .json else { return .failure(UndecodableMessage(reason: "it is raw bytes (sent as Data)")) }
     if let value = Self.scalarValue(bytes, as: Payload.self) { return .success(value) }
     do {

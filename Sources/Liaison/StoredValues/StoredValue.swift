@@ -39,6 +39,11 @@ package struct StoredValue: Sendable {
       self.init(kind: .json, bytes: json)
       return
     }
+    // An optional `Data` with a value is its bytes too (`nil` is JSON's `null`).
+    if Value.self == Data?.self, let data = unsafeBitCast(value, to: Data?.self) {
+      self.init(kind: .data, bytes: data)
+      return
+    }
     do {
       self.init(kind: .json, bytes: try encoder().encode(value))
     } catch {

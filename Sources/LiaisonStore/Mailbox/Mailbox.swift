@@ -417,13 +417,15 @@ struct MailboxTotals {
       row.bind(1, text: mailbox.rawValue)
       guard try row.step() else { return nil }
       let limits = Self.limits(row)
-      guard let nextPosition = row.integer(0), let messages = row.integer(1), let bytes = row.integer(2),
-        let quarantined = row.integer(3)
+      // `Int(exactly:)`: a value another program left that does not fit (a 32-bit watch) is
+      // counted again from the messages, never a trap.
+      guard let nextPosition = row.integer(0), let messages = row.integer(1).flatMap({ Int(exactly: $0) }),
+        let bytes = row.integer(2).flatMap({ Int(exactly: $0) }),
+        let quarantined = row.integer(3).flatMap({ Int(exactly: $0) })
       else { return (nil, limits) }
       return (
         MailboxTotals(
-          nextPosition: nextPosition, messages: Int(messages), bytes: Int(bytes), quarantined: Int(quarantined),
-          limits: limits),
+          nextPosition: nextPosition, messages: messages, bytes: bytes, quarantined: quarantined, limits: limits),
         limits
       )
     }

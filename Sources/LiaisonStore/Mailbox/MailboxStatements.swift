@@ -88,7 +88,8 @@ enum MailboxStatements {
       while try statement.step() {
         removed.append(
           Removed(
-            givenID: statement.integer(0) == 1, id: statement.text(1), bytes: Int(statement.integer(2) ?? 0),
+            givenID: statement.integer(0) == 1, id: statement.text(1),
+            bytes: statement.integer(2).flatMap { Int(exactly: $0) } ?? 0,
             position: statement.integer(3)))
       }
       return removed

@@ -9,18 +9,20 @@ import Liaison
 /// costs more than SQLite's work for a one-row statement.
 ///
 /// GRDB stays the owner of everything else: it opens, configures, migrates and closes the
-/// connections, runs the transactions' `BEGIN` and `COMMIT` (with their checks: a suspended
-/// database, a deleted file), and every other statement. Each part keeps its hot SQL in one type
-/// as ``Query`` values (``DefaultsStatements``), and nowhere else; the store's database owns the
-/// prepared forms (``StoreDatabase/statements``).
+/// connections, runs the transactions' `BEGIN` and `COMMIT` (`BEGIN` refused while GRDB's own
+/// suspension is on), and every other statement. Each part keeps its hot SQL in one type as
+/// ``Query`` values (``DefaultsStatements``, ``MailboxStatements``), and nowhere else; the store's
+/// database owns the prepared forms (``StoreDatabase/statements``), and checks its file before
+/// each commit itself (``StoreDatabase``).
 ///
 /// A statement is prepared for the connection it first runs on and kept for as long as this
 /// object lives. The store's pools keep their connections for their own life
 /// (`persistentReadOnlyConnections`), and the object that owns this one owns the pool too, so a
 /// connection is never closed, and its address never reused, while its statements are kept; they
-/// are finalized with this object (SQLite's `sqlite3_close_v2`, which GRDB closes with, waits for
-/// them). Should GRDB open another writer connection, the statements of the previous one are
-/// finalized then.
+/// are finalized with this object (a pool that is deinitialized closes its connections with
+/// `sqlite3_close_v2`, which waits for them; nothing closes a store's pool explicitly, which
+/// `sqlite3_close` would refuse while they exist). Should GRDB open another writer connection,
+/// the statements of the previous one are finalized then.
 final class PreparedStatements: @unchecked Sendable {
   /// One statement of a hot path: its SQL, and its place in every connection's table.
   final class Query: Sendable {
@@ -80,7 +82,12 @@ final class PreparedStatements: @unchecked Sendable {
   /// suspension and reports to its observers), without looking its SQL up in GRDB's cache each time.
   func held(_ query: Query, in db: Database) throws -> GRDB.Statement {
     let (_, table) = try table(db)
-    if query.index < table.held.count, let statement = table.held[query.index] { return statement }
+    if query.index < table.held.count, let statement = table.held[query.index] {
+      // Reset first: GRDB's execution begins with a reset that reports the last run's error, so a
+      // BEGIN that failed once (busy, interrupted) would fail every later write with that error.
+      sqlite3_reset(statement.sqliteStatement)
+      return statement
+    }
     let statement = try db.makeStatement(sql: query.sql)
     if table.held.count <= query.index {
       table.held += Array(repeating: nil, count: query.index + 1 - table.held.count)
@@ -131,7 +138,10 @@ final class PreparedStatements: @unchecked Sendable {
     /// binds NULL in its place, so that the statement keeps no pointer to it, nor a copy of a
     /// large value between runs.
     func withBound<T>(_ index: Int32, blob: Data, _ body: () throws -> T) throws -> T {
-      defer { sqlite3_bind_null(handle, index) }
+      defer {
+        sqlite3_reset(handle)  // a statement that has stepped takes no new argument before its reset
+        sqlite3_bind_null(handle, index)
+      }
       guard !blob.isEmpty else {
         sqlite3_bind_zeroblob(handle, index, 0)  // a blob of no bytes, not NULL
         return try body()
@@ -165,7 +175,11 @@ final class PreparedStatements: @unchecked Sendable {
     }
 
     func integer(_ column: Int32) -> Int64? {
-      sqlite3_column_type(handle, column) == SQLITE_INTEGER ? sqlite3_column_int64(handle, column) : nil
+      switch sqlite3_column_type(handle, column) {
+      case SQLITE_INTEGER: sqlite3_column_int64(handle, column)
+      case SQLITE_FLOAT: integerAsGRDBReadsIt(sqlite3_column_double(handle, column))
+      default: nil
+      }
     }
 
     func number(_ column: Int32) -> Double? {
@@ -185,11 +199,16 @@ final class PreparedStatements: @unchecked Sendable {
     }
 
     func text(_ column: Int32) -> String? {
-      guard sqlite3_column_type(handle, column) == SQLITE_TEXT, let bytes = sqlite3_column_text(handle, column) else {
+      switch sqlite3_column_type(handle, column) {
+      case SQLITE_TEXT:
+        guard let bytes = sqlite3_column_text(handle, column) else { return "" }
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+      case SQLITE_BLOB:
+        return blob(column).flatMap { String(bytes: $0, encoding: .utf8) }
+      default:
         return nil
       }
-      let count = Int(sqlite3_column_bytes(handle, column))
-      return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
     }
 
     func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }

@@ -188,12 +188,19 @@ final class StoreDatabase: Sendable {
   /// Waits for the lock (another process's write) at most `timeout`, blocking the calling
   /// thread; the `async` twin waits off the cooperative pool.
   ///
-  /// `BEGIN` and `COMMIT` are cached statements, not GRDB's `inTransaction`, which compiles both
-  /// at each call; so GRDB's own guard is off: after an error SQLite may roll the whole
-  /// transaction back by itself, and a statement run after that would be committed alone. A
-  /// `body` must therefore let every database error through (as Liaison's do), or check
-  /// `db.isInsideTransaction` before its next statement, as ``DefaultsTransaction`` does for the
-  /// bodies that users write.
+  /// `BEGIN` and `COMMIT` are GRDB statements held per connection (``PreparedStatements``), not
+  /// GRDB's `inTransaction`, which compiles both at each call; so GRDB's own guard is off: after
+  /// an error SQLite may roll the whole transaction back by itself, and a statement run after
+  /// that would be committed alone. A `body` must therefore let every database error through (as
+  /// Liaison's do), or check `db.isInsideTransaction` before its next statement, as
+  /// ``DefaultsTransaction`` does for the bodies that users write. Before `COMMIT`, the file is
+  /// checked to be the one opened (``DeletedDatabaseGuard``).
+  ///
+  /// GRDB's own suspension (`Database.suspendNotification`) refuses the `BEGIN`; the hot paths'
+  /// statements are stepped directly, so a notification that comes after the `BEGIN` lets that
+  /// one transaction finish (microseconds, or the length of a `transaction` body), where GRDB
+  /// would have refused its next statement. ``/Liaison/SharedContainer/suspend()`` interrupts
+  /// it, as it does every statement.
   ///
   /// - Throws: ``/Liaison/LiaisonError/Code/timedOut`` when another process holds the lock longer than
   ///   `timeout`; ``/Liaison/LiaisonError/Code/invalidArgument`` when called from inside another write of
