@@ -117,7 +117,8 @@ public final class SharedDatabase: Sendable {
         try pool.writeWithoutTransaction { db in
           // Moves with every commit of another connection (another process), never with this
           // writer's own: the commits that this process's observations have not seen yet.
-          let dataVersion = try Int.fetchOne(db, sql: "PRAGMA data_version")
+          // Cached, as the transaction's statements below: a relay compiles nothing.
+          let dataVersion = try Int.fetchOne(db.cachedStatement(sql: "PRAGMA data_version"))
           let seen = commitRinger.dataVersion.withLock { seen in
             defer { seen = dataVersion }
             return seen
@@ -132,9 +133,13 @@ public final class SharedDatabase: Sendable {
             db.clearSchemaCache()
             commitRinger.schemaVersion.withLock { $0 = schemaVersion }
           }
-          try db.inTransaction(.deferred) {
+          try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
+          do {
             try db.notifyChanges(in: .fullDatabase)
-            return .commit
+            try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+          } catch {
+            try? db.rollback()
+            throw error
           }
         }
       } catch {
