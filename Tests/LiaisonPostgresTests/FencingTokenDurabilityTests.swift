@@ -65,22 +65,20 @@
     private func terminatedWhileWaiting(_ thread: OwnThreadExecutor) async throws {
       let server = try PostgresTestServer.start()
       defer { server.remove() }
-      // The lock's row, registered first (its commit must not wait for the standby), by a
-      // container closed before the setting changes.
-      let registering = try await PostgresContainer(url: BackendPlace.url(server), namespace: "durable")
-      if let shared = try await registering.lock("job").tryLock(.shared) { await shared.unlock() }
-      await registering.close()
-      try server.psql("ALTER SYSTEM SET synchronous_standby_names = 'standby'")
-      try server.psql("SELECT pg_reload_conf()")
-      // A session that was open before the reload may run its next statement before it reads the
-      // new setting; one started after the postmaster has read it starts with it. So the grant's
-      // container opens once a new session sees the setting.
-      try await waitUntilOffThePool("a new session sees the synchronous standby's name", timeout: 60) {
-        try server.psql("SHOW synchronous_standby_names") == "standby"
-      }
       let place = try await PostgresContainer(
         url: BackendPlace.url(server), namespace: "durable", detectionBound: .seconds(120))
       let lock = try place.lock("job")
+      // The lock's row, registered first in this process: only the grant's commit waits for the
+      // standby (a registration's `nextval` would too).
+      if let shared = try await lock.tryLock(.shared) { await shared.unlock() }
+      try server.psql("ALTER SYSTEM SET synchronous_standby_names = 'standby'")
+      try server.psql("SELECT pg_reload_conf()")
+      // The reload is a signal: once a new session sees the setting, the postmaster has read it
+      // and signalled every session, so the idle one that takes the lock reads it before its next
+      // statement.
+      try await waitUntilOffThePool("a new session sees the synchronous standby's name", timeout: 60) {
+        try server.psql("SHOW synchronous_standby_names") == "standby"
+      }
       let grant = Task(executorPreference: thread) { try await lock.tryLock() }
       try await waitUntilOffThePool("the grant's commit waits for the synchronous standby", timeout: 300) {
         try server.psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'") == "1"
