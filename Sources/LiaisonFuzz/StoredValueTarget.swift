@@ -49,8 +49,13 @@ private struct Token: Codable, Equatable, Sendable {
 private let domain = try! LiaisonName("fuzz")
 
 /// Decodes `stored` as `type`; when it decodes, stores the value again and requires that it reads
-/// back the same.
+/// back the same. A scalar read directly (without `JSONDecoder`) must be what `JSONDecoder` reads.
 private func requireRoundTrip<Value: Codable & Sendable & Equatable>(_ stored: StoredValue, as type: Value.Type) {
+  if stored.kind == .json, let direct = StoredValue.scalarValue(stored.bytes, as: Value.self) {
+    require(
+      direct == (try? JSONDecoder().decode(Value.self, from: stored.bytes)),
+      "the direct reading of a \(type) differs from JSONDecoder's")
+  }
   let key = DefaultsKey<Value>("fuzz")
   let value: Value
   do {

@@ -11,9 +11,13 @@ struct StoredValueTests {
     #expect(stored.kind == .json)
     #expect(StoredValue.scalarJSON(value) != nil, "\(value) took the encoder's path")
     #expect(try JSONDecoder().decode(Value.self, from: stored.bytes) == value, "\(value) read back otherwise")
-    // Read directly too, except strings with escapes, which JSONDecoder reads.
+    // Read directly too, except strings with escapes and numbers with an exponent, which
+    // JSONDecoder reads.
     let direct = StoredValue.scalarValue(stored.bytes, as: Value.self)
-    #expect(direct == value || (direct == nil && stored.bytes.contains(UInt8(ascii: "\\"))), "\(value) read back")
+    let leftToTheDecoder =
+      stored.bytes.contains(UInt8(ascii: "\\"))
+      || (Value.self == Double.self && stored.bytes.contains(UInt8(ascii: "e")))
+    #expect(direct == value || (direct == nil && leftToTheDecoder), "\(value) read back")
   }
 
   /// The direct read of a scalar agrees with `JSONDecoder` on every text, or leaves it to it.
@@ -26,7 +30,7 @@ struct StoredValueTests {
     "0", "-0", "00", "01", "-", "1.0", "1e2", "1E+2", "-1.5e-3", ".5", "5.", "1e", "+1", " 1", "1 ",
     "9223372036854775807",
     "9223372036854775808", "-9223372036854775809", "18446744073709551615", "true", "false", "True", "null", "\"\"",
-    "\"a\"", "\"a\\\"b\"", "\"\\u0041\"", "\"é\"", "\"", "\"\u{1}\"", "1e400", "-1e400", "0.1",
+    "\"a\"", "\"a\\\"b\"", "\"\\u0041\"", "\"é\"", "\"", "\"\u{1}\"", "1e400", "-1e400", "0.1", "0E8", "0e8",
   ])
   func directReadsAgreeWithJSONDecoder(_ text: String) {
     readsAsTheDecoderDoes(text, as: Int.self)
