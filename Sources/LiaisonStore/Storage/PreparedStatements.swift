@@ -89,10 +89,7 @@ final class PreparedStatements: @unchecked Sendable {
       return statement
     }
     let statement = try db.makeStatement(sql: query.sql)
-    if table.held.count <= query.index {
-      table.held += Array(repeating: nil, count: query.index + 1 - table.held.count)
-    }
-    table.held[query.index] = statement
+    Self.keep(statement, at: query.index, in: &table.held)
     return statement
   }
 
@@ -109,14 +106,17 @@ final class PreparedStatements: @unchecked Sendable {
       var prepared: OpaquePointer?
       let code = sqlite3_prepare_v3(connection, query.sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
       guard code == SQLITE_OK, let prepared else { throw RunningStatement.error(on: connection) }
-      if table.prepared.count <= query.index {
-        table.prepared += Array(repeating: nil, count: query.index + 1 - table.prepared.count)
-      }
-      table.prepared[query.index] = prepared
+      Self.keep(prepared, at: query.index, in: &table.prepared)
       statement = prepared
     }
     defer { sqlite3_reset(statement) }
     return try body(RunningStatement(handle: statement, connection: connection))
+  }
+
+  /// Puts `element` at `index` of a connection's table, growing it as needed.
+  private static func keep<Element>(_ element: Element, at index: Int, in table: inout [Element?]) {
+    if table.count <= index { table += Array(repeating: nil, count: index + 1 - table.count) }
+    table[index] = element
   }
 
   /// One prepared statement while it runs: arguments in, steps, columns out.
