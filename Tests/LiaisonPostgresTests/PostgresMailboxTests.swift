@@ -162,6 +162,56 @@
       await place.close()
     }
 
+    /// An acknowledgement and a quarantine fetch their messages by row id, however cheap a scan
+    /// of the whole table looks to the planner. The session makes every fetch by row id look a
+    /// thousand times dearer than it is, which without the functions' own setting made the
+    /// planner scan the table and compare each row with each id; the table's sequential scans
+    /// in the transaction (`pg_stat_xact_user_tables`) stay at none.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func removalsAndQuarantinesNeverScanTheWholeTable() async throws {
+      let backend = try BackendPlace(.postgres)
+      let server = try #require(backend.server)
+      let place = try await backend.open() as! PostgresContainer
+      let inbox = try await place.mailbox("inbox")
+      try await inbox.sendAll(Array(0..<60))
+      let waiting = try server.psql(
+        """
+        SELECT string_agg(position::text, ',' ORDER BY position) || ' ' || string_agg(id, ',' ORDER BY position)
+        FROM liaison.mailbox_message WHERE namespace = '\(backend.namespace)' AND mailbox = 'inbox'
+        """
+      ).split(separator: " ").map { $0.split(separator: ",").map(String.init) }
+      let (positions, ids) = (try #require(waiting.first), try #require(waiting.last))
+      #expect(positions.count == 60 && ids.count == 60)
+      // psql prints each statement's result on its lines: the last line is the count of scans.
+      func sequentialScans(_ call: String) throws -> String {
+        try server.psql(
+          """
+          SET random_page_cost = 4000;
+          SELECT \(call);
+          SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relid = 'liaison.mailbox_message'::regclass;
+          """
+        ).split(separator: "\n").last.map(String.init) ?? ""
+      }
+      let acknowledged = positions.prefix(50)
+      let removing = try sequentialScans(
+        """
+        count(*) FROM liaison.mailbox_remove('\(backend.namespace)', 'inbox',
+          '{\(acknowledged.joined(separator: ","))}', '{\(ids.prefix(50).joined(separator: ","))}', 0)
+        """)
+      #expect(removing == "0", "sequential scans of the messages while removing: \(removing)")
+      #expect(try await inbox.count() == 10)
+      let reasons = Array(repeating: "unreadable", count: 10)
+      let quarantining = try sequentialScans(
+        """
+        liaison.mailbox_quarantine('\(backend.namespace)', 'inbox', '{\(positions.suffix(10).joined(separator: ","))}',
+          '{\(reasons.joined(separator: ","))}')
+        """)
+      #expect(quarantining == "0", "sequential scans of the messages while quarantining: \(quarantining)")
+      #expect(try await inbox.count() == 0)
+      #expect(try await place.mailboxes().first { $0.name.rawValue == "inbox" }?.quarantined == 10)
+      await place.close()
+    }
+
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func limitsRefuseTheWholeSendWithAClearError() async throws {
       let place = try await open()
