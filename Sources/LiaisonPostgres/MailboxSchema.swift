@@ -52,6 +52,32 @@
         """
     }
 
+    /// The statement of `liaison.mailbox_send` that stores the messages at the mailbox's next
+    /// positions and reads back how many it stored, their bytes, and (when `carry`) the messages.
+    ///
+    /// `skippingWaitingIDs`: a message whose given id is already waiting is skipped
+    /// (`ON CONFLICT … DO NOTHING`). A send of generated ids only (128 random bits each) leaves
+    /// that out: the conflict clause makes every row a speculative insertion, with an index probe
+    /// before it and a confirmation after, about a fifth of the insert's time.
+    private static func storing(skippingWaitingIDs: Bool) -> String {
+      """
+      WITH stored AS (
+        INSERT INTO liaison.mailbox_message
+          (namespace, mailbox, position, id, given_id, sent_at, sender, kind, payload)
+        SELECT p_namespace, p_mailbox, mailbox_row.next_position + m.n - 1, m.id, m.given, p_sent_at, p_sender, m.kind,
+          m.payload
+        FROM unnest(p_ids, p_given, p_kinds, p_payloads) WITH ORDINALITY AS m(id, given, kind, payload, n)
+        WHERE remembered IS NULL OR NOT (m.given AND m.id = ANY (remembered))
+        ORDER BY m.n
+        \(skippingWaitingIDs ? "ON CONFLICT (namespace, mailbox, id) DO NOTHING" : "")
+        RETURNING position, id, kind, payload)
+      SELECT count(*), coalesce(sum(octet_length(payload)), 0),
+        json_agg(json_build_object('position', position, 'id', id, 'kind', kind,
+          'payload', translate(encode(payload, 'base64'), chr(10), '')) ORDER BY position) FILTER (WHERE carry)
+      INTO added, added_bytes, carried FROM stored;
+      """
+    }
+
     /// The setting of a function that matches rows by ``rowsAt(_:_:)``.
     private static let byRowID = "SET enable_seqscan = off"
 
@@ -138,7 +164,8 @@
           END IF;
           carry := cardinality(p_ids) <= \(carriedMessages) AND incoming_bytes <= \(carriedBytes);
           -- Given ids acknowledged within the retention store nothing; those waiting neither
-          -- (ON CONFLICT). Generated ids are never looked up. A waiting message with a given id
+          -- (ON CONFLICT). Generated ids are never looked up, nor checked for conflicts when a
+          -- send has no given id (128 random bits each). A waiting message with a given id
           -- may be in a removal not yet committed, which holds the receipt's row from its start:
           -- the send waits for it (FOR SHARE) and then finds the id acknowledged; a removal that
           -- starts later waits for the send, which finds the message waiting.
@@ -155,21 +182,10 @@
             SELECT array_agg(a.id) INTO remembered FROM liaison.mailbox_acknowledged a
             WHERE a.namespace = p_namespace AND a.mailbox = p_mailbox AND a.id = ANY (p_ids)
               AND a.acknowledged_at > p_sent_at - p_retention;
+            \(storing(skippingWaitingIDs: true))
+          ELSE
+            \(storing(skippingWaitingIDs: false))
           END IF;
-          WITH stored AS (
-            INSERT INTO liaison.mailbox_message
-              (namespace, mailbox, position, id, given_id, sent_at, sender, kind, payload)
-            SELECT p_namespace, p_mailbox, mailbox_row.next_position + m.n - 1, m.id, m.given, p_sent_at, p_sender, m.kind,
-              m.payload
-            FROM unnest(p_ids, p_given, p_kinds, p_payloads) WITH ORDINALITY AS m(id, given, kind, payload, n)
-            WHERE remembered IS NULL OR NOT (m.given AND m.id = ANY (remembered))
-            ORDER BY m.n
-            ON CONFLICT (namespace, mailbox, id) DO NOTHING
-            RETURNING position, id, kind, payload)
-          SELECT count(*), coalesce(sum(octet_length(payload)), 0),
-            json_agg(json_build_object('position', position, 'id', id, 'kind', kind,
-              'payload', translate(encode(payload, 'base64'), chr(10), '')) ORDER BY position) FILTER (WHERE carry)
-          INTO added, added_bytes, carried FROM stored;
           -- What the mailbox holds: what was sent (this row, locked) less what the last committed
           -- removals took (not locked: one not yet committed is not subtracted).
           SELECT r.removed_messages, r.removed_bytes INTO gone_messages, gone_bytes
