@@ -74,19 +74,22 @@
       (host.map { server.url(host: $0) } ?? server.url) + "?sslmode=disable"
     }
 
-    /// The place, opened in this process. Through the pooler, a lease is trusted for 0.6 of the
-    /// bound after its renewal is sent: under Thread Sanitizer, with the whole suite running, a
-    /// renewal has taken longer than the 6 s that the default 10 s bound trusts, and the lease was
-    /// rightly given up. The places here are never killed, so a longer bound costs no test time.
+    /// The detection bound of the places opened here. Through the pooler, a lease is trusted for
+    /// 0.6 of the bound after its renewal is sent: under Thread Sanitizer, with the whole suite
+    /// running, a renewal has taken longer than the 6 s that the default 10 s bound trusts, and the
+    /// lease was rightly given up. The places here are never killed, so a longer bound costs no
+    /// test time.
+    private var detectionBound: Duration {
+      backend == .pooled ? .seconds(30) : PostgresContainer.defaultDetectionBound
+    }
+
+    /// The place, opened in this process.
     func open(detectionBound: Duration? = nil) async throws -> any CoordinationPlace {
       switch backend {
       case .local: return try SharedContainer(directory: spec)
-      case .postgres:
+      case .postgres, .pooled:
         return try await PostgresContainer(
-          url: url!, namespace: namespace, detectionBound: detectionBound ?? PostgresContainer.defaultDetectionBound)
-      case .pooled:
-        return try await PostgresContainer(
-          url: url!, namespace: namespace, detectionBound: detectionBound ?? .seconds(30))
+          url: url!, namespace: namespace, detectionBound: detectionBound ?? self.detectionBound)
       }
     }
 
@@ -98,11 +101,9 @@
     ) async throws -> any CoordinationStore {
       switch backend {
       case .local: return try SharedContainer(directory: spec, encoder: encoder, decoder: decoder)
-      case .postgres:
-        return try await PostgresContainer(url: url!, namespace: namespace, encoder: encoder, decoder: decoder)
-      case .pooled:  // the bound of open(detectionBound:), for the same reason
+      case .postgres, .pooled:
         return try await PostgresContainer(
-          url: url!, namespace: namespace, detectionBound: .seconds(30), encoder: encoder, decoder: decoder)
+          url: url!, namespace: namespace, detectionBound: detectionBound, encoder: encoder, decoder: decoder)
       }
     }
 
