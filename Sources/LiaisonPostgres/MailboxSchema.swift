@@ -55,11 +55,14 @@
     /// The statement of `liaison.mailbox_send` that stores the messages at the mailbox's next
     /// positions and reads back how many it stored, their bytes, and (when `carry`) the messages.
     ///
-    /// `skippingWaitingIDs`: a message whose given id is already waiting is skipped
+    /// `givenIDs`: some ids were given by the sender. A message whose given id was acknowledged
+    /// within the retention (`remembered`) is skipped, and so is one whose id already waits
     /// (`ON CONFLICT … DO NOTHING`). A send of generated ids only (128 random bits each) leaves
-    /// that out: the conflict clause makes every row a speculative insertion, with an index probe
-    /// before it and a confirmation after, about a fifth of the insert's time.
-    private static func storing(skippingWaitingIDs: Bool) -> String {
+    /// both out: the conflict clause makes every row a speculative insertion, with an index probe
+    /// before it and a confirmation after, about a fifth of the insert's time. And an id made
+    /// twice would then fail the whole send, where the clause would drop a message that its
+    /// receipt says was stored.
+    private static func storing(givenIDs: Bool) -> String {
       """
       WITH stored AS (
         INSERT INTO liaison.mailbox_message
@@ -67,9 +70,9 @@
         SELECT p_namespace, p_mailbox, mailbox_row.next_position + m.n - 1, m.id, m.given, p_sent_at, p_sender, m.kind,
           m.payload
         FROM unnest(p_ids, p_given, p_kinds, p_payloads) WITH ORDINALITY AS m(id, given, kind, payload, n)
-        WHERE remembered IS NULL OR NOT (m.given AND m.id = ANY (remembered))
+        \(givenIDs ? "WHERE remembered IS NULL OR NOT (m.given AND m.id = ANY (remembered))" : "")
         ORDER BY m.n
-        \(skippingWaitingIDs ? "ON CONFLICT (namespace, mailbox, id) DO NOTHING" : "")
+        \(givenIDs ? "ON CONFLICT (namespace, mailbox, id) DO NOTHING" : "")
         RETURNING position, id, kind, payload)
       SELECT count(*), coalesce(sum(octet_length(payload)), 0),
         json_agg(json_build_object('position', position, 'id', id, 'kind', kind,
@@ -182,9 +185,9 @@
             SELECT array_agg(a.id) INTO remembered FROM liaison.mailbox_acknowledged a
             WHERE a.namespace = p_namespace AND a.mailbox = p_mailbox AND a.id = ANY (p_ids)
               AND a.acknowledged_at > p_sent_at - p_retention;
-            \(storing(skippingWaitingIDs: true))
+            \(storing(givenIDs: true))
           ELSE
-            \(storing(skippingWaitingIDs: false))
+            \(storing(givenIDs: false))
           END IF;
           -- What the mailbox holds: what was sent (this row, locked) less what the last committed
           -- removals took (not locked: one not yet committed is not subtracted).

@@ -212,6 +212,30 @@
       await place.close()
     }
 
+    /// A send of generated ids stores every message or none: an id made twice (which 128 random
+    /// bits never are) fails the whole send, instead of dropping a message whose receipt says
+    /// it was stored. A send with given ids stores a repeated id once, as a retry.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func aGeneratedIdMadeTwiceFailsTheSendAndAGivenOneIsStoredOnce() async throws {
+      let backend = try BackendPlace(.postgres)
+      let server = try #require(backend.server)
+      let place = try await backend.open() as! PostgresContainer
+      let inbox = try await place.mailbox("inbox")
+      func send(given: Bool) throws -> String {
+        try server.psql(
+          """
+          SELECT liaison.mailbox_send('\(backend.namespace)', 'inbox', 'raw', extract(epoch FROM now())::float8, 60,
+            ARRAY['twice', 'twice'], ARRAY[\(given), \(given)], ARRAY[0, 0]::smallint[], ARRAY['\\x31', '\\x32']::bytea[])
+          """)
+      }
+      let generated = #expect(throws: (any Error).self) { try send(given: false) }
+      #expect(String(describing: generated).contains("duplicate key"), "\(String(describing: generated))")
+      #expect(try await inbox.count() == 0, "nothing of the failed send was stored")
+      #expect(try send(given: true) == "1")
+      #expect(try await inbox.count() == 1)
+      await place.close()
+    }
+
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func limitsRefuseTheWholeSendWithAClearError() async throws {
       let place = try await open()
