@@ -460,14 +460,20 @@
     /// Begins a transaction on `connection`; with a `lockTimeout`, one whose waits for a row or
     /// table lock end after it (`SET LOCAL lock_timeout`, as a bound parameter), with
     /// PostgreSQL's `lock_not_available` (55P03).
+    ///
+    /// The transaction's commit is synchronous where the server's or role's `synchronous_commit`
+    /// is `off` (``Durability``).
     static func begin(
       on connection: PostgresConnection, lockTimeout: Duration?, within limit: Duration?, logger: Logger
     ) async throws {
       _ = try await run("BEGIN", on: connection, within: limit, logger: logger)
-      guard let lockTimeout else { return }
-      _ = try await run(
-        "SELECT set_config('lock_timeout', \(lockTimeoutSetting(lockTimeout)), true)", on: connection, within: limit,
-        logger: logger)
+      let settings: PostgresQuery =
+        if let lockTimeout {
+          "SELECT set_config('lock_timeout', \(lockTimeoutSetting(lockTimeout)), true), \(unescaped: Durability.raise)"
+        } else {
+          "SELECT \(unescaped: Durability.raise)"
+        }
+      _ = try await run(settings, on: connection, within: limit, logger: logger)
     }
 
     /// `timeout` as a `lock_timeout` setting, in milliseconds: at least 1 (0 would wait for ever).
@@ -483,8 +489,9 @@
     /// *before* the commit of the transaction it runs in on its own (the commit happens at the
     /// `Sync` after it): a server that stops in between loses a write whose statement seemed to
     /// succeed. The server runs the next statement on the connection only after that commit, so
-    /// a `SELECT 1` after the write confirms it; if the confirmation does not come, the write may
-    /// or may not have been made, and the error says so. Every write whose return promises that
+    /// a statement after the write confirms it (``Durability/confirmation``, which also puts the
+    /// commit on disk where the server commits asynchronously); if the confirmation does not
+    /// come, the write may or may not have been made, and the error says so. Every write whose return promises that
     /// it happened (a send, an acknowledgement, a post) passes `true`. An exclusive grant does
     /// not: its fencing token is confirmed when it is asked for, by
     /// ``PostgresLockGuard/fencingToken()`` or by the session's next statement.
@@ -495,7 +502,7 @@
       let rows = try await runOne(query, on: connection, within: limit, logger: logger)
       guard committing else { return rows }
       do {
-        _ = try await runOne("SELECT 1", on: connection, within: limit, logger: logger)
+        _ = try await runOne(Durability.confirmation, on: connection, within: limit, logger: logger)
       } catch {
         throw LiaisonError(
           .unavailable,
@@ -561,6 +568,37 @@
         throw error
       }
     }
+  }
+
+  /// What makes a write that returned survive a crash of the server whatever its settings: a
+  /// server, database or role whose `synchronous_commit` is `off` commits asynchronously, and an
+  /// immediate stop or a crash then loses the last commits (up to three times `wal_writer_delay`)
+  /// although their statements returned. Liaison's writes never rely on that setting:
+  ///
+  /// - a transaction that Liaison begins (``Connector/begin(on:lockTimeout:within:logger:)``)
+  ///   raises it to `on` for itself (``raise``);
+  /// - a write in a transaction of its own is confirmed by ``confirmation``, which where the
+  ///   setting is `off` commits a transaction of its own synchronously: its commit puts the log
+  ///   on disk up to its own commit record, past the write's (the log is one for the whole
+  ///   server, whichever session wrote it).
+  ///
+  /// Where the setting is `on` (PostgreSQL's default), `local` or stricter, both do nothing.
+  /// Where it is `off`, each such write costs one transaction id and one small log record more,
+  /// and a flush of the log.
+  enum Durability {
+    /// `synchronous_commit` set to `on` for the current transaction where it is `off`.
+    static let raise =
+      "CASE WHEN current_setting('synchronous_commit') = 'off' THEN set_config('synchronous_commit', 'on', true) END"
+
+    /// The statement that confirms the commit of the write before it on the same connection and,
+    /// where `synchronous_commit` is `off`, puts it on disk. A commit is synchronous only for a
+    /// transaction that wrote to the log before it (a transaction id alone is not enough), so it
+    /// then writes the smallest record there is: a logical decoding message (prefix `liaison`,
+    /// which a decoder that does not know it skips; any role may write one).
+    static let confirmation: PostgresQuery = """
+      SELECT CASE WHEN current_setting('synchronous_commit') = 'off'
+        THEN set_config('synchronous_commit', 'on', true) || pg_logical_emit_message(true, 'liaison', '')::text END
+      """
   }
 
   /// The statements in flight, by connection: each ends with an error when its connection closes,

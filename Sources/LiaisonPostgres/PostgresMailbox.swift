@@ -26,7 +26,7 @@
   ///
   /// **Sending** is one statement: the messages are stored and the receiver notified in one
   /// commit; nobody polls. Once `send` returns, the message survives a crash of the server (it is
-  /// committed). A send may carry its own `id`: a second send with an id that waits, or was
+  /// committed and on the server's disk, even where `synchronous_commit` is `off`). A send may carry its own `id`: a second send with an id that waits, or was
   /// acknowledged within the last ``acknowledgedIDRetention``, stores nothing, and its receipt
   /// says so (``/Liaison/MailboxReceipt/isStored``).
   ///
