@@ -128,6 +128,11 @@
           id text NOT NULL,
           acknowledged_at float8 NOT NULL,
           PRIMARY KEY (namespace, mailbox, id));
+        -- Since schema 6: the remembered ids past the retention are found, and forgotten in small
+        -- batches, without reading the others.
+        IF to_regclass('liaison.mailbox_acknowledged_by_age') IS NULL THEN
+          CREATE INDEX mailbox_acknowledged_by_age ON liaison.mailbox_acknowledged (namespace, mailbox, acknowledged_at);
+        END IF;
 
         -- Stores messages at the end of a mailbox, skipping given ids that wait or were
         -- acknowledged within the retention; refuses the whole batch (SQLSTATE LI001) when a

@@ -30,9 +30,8 @@
     private let subscription: Int
     private let reading = Locked(Reading())
     private let closed = Locked(false)
-    /// When acknowledged ids were last forgotten (``PostgresMailbox/acknowledgedIDRetention``):
-    /// at the receiver's start, then at most hourly.
-    private let lastPruned = Locked(Date.distantPast)
+    /// Forgets the mailbox's acknowledged ids past ``PostgresMailbox/acknowledgedIDRetention``.
+    private let forgetting: ForgettingAcknowledgedIDs
 
     private struct Reading: Sendable {
       /// The position of the last message read from the server.
@@ -54,6 +53,7 @@
     init(mailbox: PostgresMailbox, held: PostgresLockGuard) async throws(LiaisonError) {
       self.mailbox = mailbox
       self.held = held
+      forgetting = ForgettingAcknowledgedIDs(mailbox: mailbox)
       let wakeUps = wakeUps
       let reading = reading
       subscription = try await mailbox.container.listener.subscribe(
@@ -64,7 +64,7 @@
       }
       // A lost claim (or a closed receiver) ends every wait at once.
       held.whenEnded { wakeUps.close() }
-      try await pruneAcknowledgedIDs()
+      forgetting.startIfDue()
     }
 
     /// The safety net of a receiver dropped without ``close()``: dropping `held` closes the
@@ -287,8 +287,7 @@
         """, doing: "acknowledge messages of the mailbox '\(mailbox.name)'", committing: true, timeout: timeout)
       let acknowledged = Set(envelopes.map(\.position))
       reading.withLock { $0.readAhead.removeAll { acknowledged.contains($0.position) } }
-      let due = lastPruned.withLock { $0.timeIntervalSinceNow < -3600 }
-      if due { try await pruneAcknowledgedIDs() }
+      forgetting.startIfDue()
     }
 
     /// Hands delivered messages back unacknowledged: this receiver delivers them again, before
@@ -370,15 +369,72 @@
       try checkHeld()
       return try await held.run(query, doing: what, committing: committing, timeout: timeout)
     }
+  }
 
-    private func pruneAcknowledgedIDs() async throws(LiaisonError) {
+  /// Forgets a mailbox's acknowledged ids once they are older than
+  /// ``PostgresMailbox/acknowledgedIDRetention``: in the container's background work, on idle
+  /// connections, in batches of ``batch`` that the index of ids by age finds without reading the
+  /// others (in the index's order: a bitmap scan read all of them at every batch); at a
+  /// receiver's start, then at most hourly while it acknowledges. Housekeeping, off
+  /// the claim's path: a receiver starts, and an acknowledgement returns, whatever it does (with
+  /// millions of old ids, a single `DELETE` outlasted the reply bound at every start, and the
+  /// receiver could never start). A failed batch is logged, and tried again after a minute.
+  final class ForgettingAcknowledgedIDs: Sendable {
+    /// How many ids one statement forgets at most: about 10 ms of the server's.
+    static let batch = 10_000
+    private let mailbox: PostgresMailbox
+    private let state = Locked(State())
+
+    private struct State: Sendable {
+      /// When forgetting is due next.
+      var due = Date.distantPast
+      var running = false
+    }
+
+    init(mailbox: PostgresMailbox) { self.mailbox = mailbox }
+
+    /// Starts forgetting in the background, unless it runs or is not yet due.
+    func startIfDue() {
+      let start = state.withLock { state -> Bool in
+        guard !state.running, state.due.timeIntervalSinceNow <= 0 else { return false }
+        state.running = true
+        return true
+      }
+      guard start else { return }
+      let started = mailbox.container.connector.background.start { [self] in
+        let finished = await forgetAll()
+        state.withLock { state in
+          state.running = false
+          state.due = Date(timeIntervalSinceNow: finished ? 3600 : 60)
+        }
+      }
+      if started == nil { state.withLock { $0.running = false } }
+    }
+
+    /// Forgets batch after batch until one forgets fewer than ``batch``; whether all were.
+    private func forgetAll() async -> Bool {
+      let connector = mailbox.container.connector
       let before = Date().timeIntervalSince1970 - Double(PostgresMailbox.acknowledgedIDRetention.components.seconds)
-      _ = try await run(
-        """
-        DELETE FROM liaison.mailbox_acknowledged WHERE namespace = \(mailbox.container.namespace.rawValue)
-          AND mailbox = \(mailbox.name.rawValue) AND acknowledged_at < \(before)
-        """, doing: "forget old acknowledged ids of the mailbox '\(mailbox.name)'", committing: true)
-      lastPruned.withLock { $0 = Date() }
+      while !Task.isCancelled {
+        do {
+          let rows = try await connector.query(
+            """
+            WITH forgotten AS (
+              DELETE FROM liaison.mailbox_acknowledged WHERE ctid = ANY (ARRAY(
+                SELECT ctid FROM liaison.mailbox_acknowledged
+                WHERE namespace = \(mailbox.container.namespace.rawValue) AND mailbox = \(mailbox.name.rawValue)
+                  AND acknowledged_at < \(before)
+                ORDER BY acknowledged_at LIMIT \(Self.batch)))
+              RETURNING 1)
+            SELECT count(*) FROM forgotten
+            """, doing: "forget old acknowledged ids of the mailbox '\(mailbox.name)'", committing: true)
+          guard let count = try rows.first?.decode(Int64.self), count >= Self.batch else { return true }
+        } catch {
+          connector.logger.warning("\(error)")
+          return false
+        }
+      }
+      return false
     }
   }
 

@@ -20,13 +20,15 @@
     ///
     /// 4 added the lease columns (``HeldLease``); 5 the mailboxes' receipts
     /// (`liaison.mailbox_receipt`, ``MailboxSchema``), so that sends and removals do not wait for
-    /// each other.
-    static let version = 5
+    /// each other; 6 an index of remembered ids by their acknowledgement's time, so that they are
+    /// forgotten in small batches (``PostgresMailboxReceiver``).
+    static let version = 6
     /// The oldest version of this code that can use this version of the schema: a later schema
     /// that only adds to this one says so in its comment, and this code then uses it as it is.
     /// 4 is not usable from 3: code of version 3 knows nothing of leases, and would grant a
     /// session's lock or claim that a lease holds. 5 is not usable from 4: code of version 4
-    /// would read a mailbox's totals from its row alone, which counts what was ever sent.
+    /// would read a mailbox's totals from its row alone, which counts what was ever sent. 6 is
+    /// usable from 5, which only does not use its index.
     static let usableFrom = 5
 
     /// The schema's comment: `Liaison schema N`, and `; usable from M` when code of an older
@@ -87,6 +89,13 @@
     /// and never rewrites it. One statement, under a lock, which checks the version again: hosts
     /// that start at once set it up once, and an older host that starts during an upgrade finds
     /// the newer schema. Every statement in it may run again (`IF NOT EXISTS`, `OR REPLACE`).
+    ///
+    /// An upgrade never queues the fleet's locks behind it: it changes a table only when the
+    /// change is missing (an `ALTER TABLE … IF NOT EXISTS` takes the table's strongest lock even
+    /// when there is nothing to add), and waits at most ``tableLockWait`` for a table's lock. An
+    /// exclusive waiter holds `liaison.lock` for its whole wait: a change that queued behind it
+    /// would make every grant, renewal and release queue behind the change. When the wait passes,
+    /// the setup changes nothing and is tried again, ``setUpAttempts`` times in all.
     static func create(_ connector: Connector) async throws {
       let current = try await connector.query(
         "SELECT obj_description(to_regnamespace('liaison'), 'pg_namespace')", doing: "look for Liaison's tables")
@@ -111,6 +120,7 @@
               END IF;
               RETURN;  -- set up meanwhile, by this version or a later one this code can use
             END IF;
+            PERFORM set_config('lock_timeout', '\(Connector.lockTimeoutSetting(tableLockWait))', true);
             CREATE SCHEMA IF NOT EXISTS liaison;
             CREATE TABLE IF NOT EXISTS liaison.lock (
               id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -148,26 +158,57 @@
               PRIMARY KEY (namespace, domain, key));
             -- Leases (pool_mode=transaction): a lock's exclusive lease, and its shared ones (holder
             -- to end, in milliseconds since 1970 by the server's clock); a claim's lease.
-            ALTER TABLE liaison.lock ADD COLUMN IF NOT EXISTS lease_holder uuid,
-              ADD COLUMN IF NOT EXISTS lease_end timestamptz,
-              ADD COLUMN IF NOT EXISTS shared_leases jsonb NOT NULL DEFAULT '{}';
-            ALTER TABLE liaison.presence ADD COLUMN IF NOT EXISTS lease_holder uuid,
-              ADD COLUMN IF NOT EXISTS lease_end timestamptz;
+            IF NOT \(hasColumn("lock", "shared_leases")) THEN
+              ALTER TABLE liaison.lock ADD COLUMN IF NOT EXISTS lease_holder uuid,
+                ADD COLUMN IF NOT EXISTS lease_end timestamptz,
+                ADD COLUMN IF NOT EXISTS shared_leases jsonb NOT NULL DEFAULT '{}';
+            END IF;
+            IF NOT \(hasColumn("presence", "lease_end")) THEN
+              ALTER TABLE liaison.presence ADD COLUMN IF NOT EXISTS lease_holder uuid,
+                ADD COLUMN IF NOT EXISTS lease_end timestamptz;
+            END IF;
             \(MailboxSchema.tablesAndFunctions)
             COMMENT ON SCHEMA liaison IS '\(comment)';
           END $liaison$
           """)
-      do {
-        _ = try await connector.query(
-          setup, doing: "create Liaison's tables in the schema 'liaison'", committing: true)
-      } catch {
-        // The setup found, under its lock, a newer schema that another host set up meanwhile.
-        guard let refusal = error.cause as? PSQLError, refusal.serverInfo?[.sqlState] == newerSchemaState,
-          let numbers = refusal.serverInfo?[.message]?.split(separator: " ").compactMap({ Int($0) }),
-          numbers.count == 2
-        else { throw error }
-        throw newer(version: numbers[0], usableFrom: numbers[1])
+      for attempt in 1...setUpAttempts {
+        do {
+          // No reply bound: building an index on a large table takes its time (a dead server is
+          // still noticed within the detection bound).
+          _ = try await connector.write(setup, doing: "create Liaison's tables in the schema 'liaison'", timeout: nil)
+          return
+        } catch {
+          // The setup found, under its lock, a newer schema that another host set up meanwhile.
+          if let refusal = error.cause as? PSQLError, refusal.serverInfo?[.sqlState] == newerSchemaState,
+            let numbers = refusal.serverInfo?[.message]?.split(separator: " ").compactMap({ Int($0) }),
+            numbers.count == 2
+          {
+            throw newer(version: numbers[0], usableFrom: numbers[1])
+          }
+          guard PostgresErrors.sqlState(error.cause) == PostgresErrors.lockNotAvailable else { throw error }
+          guard attempt < setUpAttempts else {
+            throw LiaisonError(
+              .timedOut,
+              "Could not set up Liaison's schema version \(version): another transaction held one of its tables "
+                + "through \(setUpAttempts) tries of \(tableLockWait) each, and nothing was changed. Open the container "
+                + "again once that transaction ends (pg_locks names it).", cause: error.cause)
+          }
+        }
       }
+    }
+
+    /// How long the setup waits for a table's lock, at most, before it changes nothing and is
+    /// tried again.
+    static let tableLockWait = Duration.seconds(1)
+    /// How many times the setup is tried when a table's lock is busy.
+    static let setUpAttempts = 10
+
+    /// Whether the table `liaison.table` has the column `column`: SQL, for the setup.
+    private static func hasColumn(_ table: String, _ column: String) -> String {
+      """
+      EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'liaison.\(table)'::regclass
+        AND attname = '\(column)' AND NOT attisdropped)
+      """
     }
   }
 #endif

@@ -76,5 +76,47 @@
       try waitUntil("the new receiver has every message") { messages("\(logs.path)/after").count == 6 }
       #expect(messages("\(logs.path)/after") == (0..<6).map { "a \($0)" })
     }
+
+    /// A mailbox that remembers three million acknowledged ids past their retention, one of them
+    /// locked by another transaction (a stand-in for any reason the housekeeping may be slow): a
+    /// receiver starts at once, three times in a row, with the default detection bound. Once the
+    /// transaction ends, the next receiver's start forgets the old ids in the background, and a
+    /// recent one stays. (Before, each start deleted the old ids in one statement on the claim's
+    /// connection, under the reply bound: no receiver could start while it was slow, and with a
+    /// few million ids it always was on a loaded server.)
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func aMailboxWithMillionsOfRememberedIDsStartsItsReceiverEveryTime() async throws {
+      let server = try PostgresTestServer.start()
+      defer { server.remove() }
+      let place = try await PostgresContainer(url: BackendPlace.url(server), namespace: "fleet")
+      let inbox = try await place.mailbox("inbox")
+      try await inbox.send("waiting", id: "w")
+      // Acknowledged long ago, as a busy mailbox's ids are after months of sends with ids.
+      try server.psql(
+        """
+        INSERT INTO liaison.mailbox_acknowledged (namespace, mailbox, id, acknowledged_at)
+        SELECT 'fleet', 'inbox', 'old-' || n, 0 FROM generate_series(1, 3000000) AS n
+        """)
+      let blocker = try RawSession(server)
+      try blocker.run("BEGIN; SELECT 1 FROM liaison.mailbox_acknowledged WHERE id = 'old-1' FOR UPDATE;")
+      for _ in 0..<3 {
+        let receiver = try await inbox.receiver()
+        #expect(try await receiver.receive(String.self, timeout: .zero).map(\.payload) == ["waiting"])
+        await receiver.close()
+      }
+      try blocker.run("COMMIT;")
+      blocker.end()
+      let receiver = try await inbox.receiver()
+      let old: @Sendable () throws -> String = {
+        try server.psql("SELECT count(*) FROM liaison.mailbox_acknowledged WHERE acknowledged_at = 0")
+      }
+      try await waitUntilOffThePool("the old ids are forgotten", timeout: 300) { try old() == "0" }
+      // A recent one stays, and still makes a retried send store nothing.
+      try await receiver.acknowledge(receiver.receive(String.self))
+      #expect(try await inbox.send("again", id: "w").isStored == false)
+      #expect(try server.psql("SELECT id FROM liaison.mailbox_acknowledged") == "w")
+      await receiver.close()
+      await place.close()
+    }
   }
 #endif

@@ -37,46 +37,6 @@
       await #expect(throws: LiaisonError.self) { try await inbox.send(Note(text: ""), id: "") }
     }
 
-    /// A session of `psql` on the shared test server, for a transaction held open across steps:
-    /// `run` sends SQL and returns the line `marker` once it is printed.
-    private struct RawSession {
-      let child: ChildProcess
-      let pid: String
-
-      init(_ server: PostgresTestServer) throws {
-        child = try ChildProcess(
-          server.psqlCommand(host: "127.0.0.1")[0], Array(server.psqlCommand(host: "127.0.0.1").dropFirst()),
-          errors: .pipe)
-        child.write("SELECT 'pid ' || pg_backend_pid();")
-        var line = ""
-        while !line.hasPrefix("pid ") { line = try child.readLine() }
-        pid = String(line.dropFirst(4))
-      }
-
-      /// Runs `sql`, then prints `marker`, and returns the lines printed before it.
-      @discardableResult
-      func run(_ sql: String, marker: String = "done") throws -> [String] {
-        child.write(sql)
-        child.write("SELECT '\(marker)';")
-        var lines: [String] = []
-        while true {
-          let line = try child.readLine()
-          if line == marker { return lines }
-          lines.append(line)
-        }
-      }
-
-      /// Whether a statement of another session waits for a lock this session holds.
-      func blocksAnother(_ server: PostgresTestServer) throws -> Bool {
-        try server.psql("SELECT count(*) FROM pg_stat_activity WHERE \(pid) = ANY (pg_blocking_pids(pid))") != "0"
-      }
-
-      func end() {
-        child.write("\\q")
-        _ = child.finish()
-      }
-    }
-
     /// A send that retries the id of a message whose removal (an acknowledgement) is not yet
     /// committed waits for that removal, and then stores nothing: the id is acknowledged. (Sends
     /// and removals no longer lock the same row: without the wait, the send would store the
