@@ -15,6 +15,27 @@ struct CLITests {
     return (termination.shellStatus, output, errors)
   }
 
+  /// A store whose write-ahead log was removed after acknowledged writes (the writer was killed,
+  /// so they were still only in the log): `defaults read` and `peek` refuse it, exit 70 and name
+  /// the log; neither reads it as empty. (Before, both printed nothing and exited 0.)
+  @Test func aStoreWhoseLogWasRemovedIsRefusedNotReadAsEmpty() throws {
+    let writer = try Peer(container: directory.path)
+    try writer.send(.dset, "settings", "theme", "7")
+    try writer.send(.msendid, "inbox", "a", "hello")
+    writer.kill()
+    for store in ["defaults", "mailboxes"] {
+      try FileManager.default.removeItem(atPath: directory.path + "/.liaison/store/\(store).sqlite-wal")
+    }
+    let reads = [(["defaults", "read", "settings", "theme"], "defaults"), (["peek", "inbox"], "mailboxes")]
+    for (arguments, store) in reads {
+      let refused = try liaison(arguments)
+      #expect(refused.status == 70, "\(arguments): \(refused)")
+      #expect(refused.output.isEmpty, "\(arguments)")
+      #expect(refused.errors.contains(directory.path + "/.liaison/store/\(store).sqlite-wal"), "\(refused.errors)")
+      #expect(refused.errors.contains("lost commits it acknowledged"), "\(refused.errors)")
+    }
+  }
+
   @Test func lockRunsTheCommandAndPassesItsExitStatus() throws {
     #expect(try liaison(["lock", "job", "--", "sh", "-c", "exit 0"]).status == 0)
     #expect(try liaison(["lock", "job", "--", "sh", "-c", "exit 3"]).status == 3)

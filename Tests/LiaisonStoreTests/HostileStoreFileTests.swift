@@ -178,19 +178,72 @@ struct HostileStoreFileTests {
     #expect(try database.read(in: directory.path) == database.written)
   }
 
-  /// A log cut in the middle of its last commit, as a crash during a write leaves it: SQLite
-  /// keeps every commit whose frames are whole and drops the torn one.
+  /// A log damaged after acknowledged writes, as a person or a program may leave it (removed,
+  /// cut short, torn in its last commit, or overwritten): the store is refused as damaged, naming
+  /// its log, and never read as older than what it acknowledged — the defaults and the mailbox
+  /// alike, whose writes live in the log until it is checkpointed. (Before, SQLite ignored the
+  /// log, and the store read as it was before those writes, with no error; the next write then
+  /// overwrote the log.) The files are left as they are, for recovery.
+  @Test(arguments: ["defaults", "mailboxes"], ["removed", "zero-length", "torn", "garbage"])
+  func aLogDamagedAfterAcknowledgedWritesIsRefusedNeverReadAsOlder(_ store: String, _ damage: String) throws {
+    let maker = try Peer(container: directory.path)
+    try maker.send(.dset, "settings", "theme", "7")
+    try maker.send(.msendid, "inbox", "a", "first")
+    try maker.send(.dset, "settings", "theme", "8")
+    try maker.send(.msendid, "inbox", "b", "second")
+    maker.kill()
+    let file = directory.path + "/.liaison/store/\(store).sqlite"
+    let log = file + "-wal"
+    switch damage {
+    case "removed": try FileManager.default.removeItem(atPath: log)
+    case "zero-length": try truncateFile(log, to: 0)
+    case "torn": try tearLastCommit(log)
+    default: try overwrite(log, with: garbage(count: try fileBytes(log).count))
+    }
+    let left = try? fileBytes(log)
+    let container = try SharedContainer(directory: directory.path)
+    #expect {
+      if store == "defaults" {
+        _ = try container.defaults("settings").get(DefaultsKey<Int>("theme"))
+      } else {
+        _ = try container.mailbox("inbox").peek()
+      }
+    } throws: {
+      isError($0, .corruptFile, naming: log, saying: "lost commits it acknowledged")
+    }
+    // A removed log may come back empty (SQLite makes one to read the database); nothing else.
+    #expect(((try? fileBytes(log)) ?? []) == (left ?? []), "the log is left as it was")
+  }
+
+  /// A log torn in its last commit after the machine started again: a power loss may take back
+  /// the last commits (`synchronous = NORMAL`, as the store documents), so across a boot the store
+  /// keeps every commit whose frames are whole, as SQLite reads it, and is used. (The commit
+  /// record is made for this boot; here, one made for another boot is written over it.) A user's
+  /// shared database, which keeps no record, always reads so.
   @Test(arguments: SQLiteDatabase.allCases)
-  func aTornLogKeepsTheCommitsBeforeTheTear(_ database: SQLiteDatabase) throws {
+  func aTornLogFromAnotherBootKeepsTheCommitsBeforeTheTear(_ database: SQLiteDatabase) throws {
     let maker = try Peer(container: directory.path)
     try maker.send(.dset, "settings", "theme", "7")
     try maker.send(.dset, "settings", "theme", "8")
     try maker.send(.dbopen, "journal", "1")
     try maker.send(.dbinsert, "journal", "4")
     maker.kill()
-    let log = database.log.path(in: directory.path)
-    try truncateFile(log, to: try fileBytes(log).count - 100)
+    let counters = StoreFile.counters.path(in: directory.path)
+    var words = try fileBytes(counters)
+    words[4096] ^= 0xFF  // the record's stamp: another boot
+    try overwrite(counters, with: words)
+    try tearLastCommit(database.log.path(in: directory.path))
     #expect(try database.read(in: directory.path) == database.written)
+  }
+
+  /// A store moved aside (its database, log and index), as the errors advise, starts anew:
+  /// the record of the old one, left in the counters file, is not taken for this one's.
+  @Test func aStoreMovedAsideStartsAnew() throws {
+    try makeFiles()
+    for file in [StoreFile.storeDatabase, .storeLog, .storeIndex] {
+      try? FileManager.default.removeItem(atPath: file.path(in: directory.path))
+    }
+    #expect(try SQLiteDatabase.store.read(in: directory.path) == nil)
   }
 
   /// SQLite's shared-memory index (`-shm`) is rebuilt from the log by the first connection: a
@@ -227,7 +280,7 @@ struct HostileStoreFileTests {
     #expect(try other.send(.dget, "settings", "theme") == "8")
     try other.send(.dset, "settings", "theme", "9")
     #expect(try defaults.get(theme) == 9)
-    #expect(try fileBytes(counters).count == 4096)
+    #expect(try fileBytes(counters).count == 4096 + 16, "the slots and the commit record")
   }
 
   /// The one case that crashes, and why it is outside the threat model: the counters and SQLite's
@@ -511,6 +564,25 @@ func isError(_ error: any Error, _ code: LiaisonError.Code, naming path: String,
   guard let error = error as? LiaisonError else { return false }
   return error.code == code && error.path == path && error.message.contains(path)
     && (phrase.isEmpty || error.message.contains(phrase))
+}
+
+/// Cuts the write-ahead log at `path` 100 bytes before the end of its last commit, as a crash
+/// in the middle of writing that commit leaves it. The last commit is the last frame that ends a
+/// transaction (a database size in its header) with the log header's salts: a log that SQLite
+/// started again from its beginning keeps older frames after it, with other salts.
+private func tearLastCommit(_ path: String) throws {
+  let log = try fileBytes(path)
+  func word(_ offset: Int) -> UInt32 { log[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) } }
+  let pageSize = Int(word(8))
+  let frameSize = 24 + pageSize
+  var end: Int?
+  var frame = 32
+  while frame + frameSize <= log.count {
+    guard word(frame + 8) == word(16), word(frame + 12) == word(20) else { break }
+    if word(frame + 4) != 0 { end = frame + frameSize }
+    frame += frameSize
+  }
+  try truncateFile(path, to: try #require(end, "the log holds no commit") - 100)
 }
 
 /// Creates (or replaces) the file at `path` with `bytes`.

@@ -16,6 +16,11 @@ static inline uint64_t cliaison_atomic_load(const uint64_t *word) { return __ato
 /// Atomic increment (acquire-release) of a 64-bit word in shared memory; returns the new value.
 static inline uint64_t cliaison_atomic_increment(uint64_t *word) { return __atomic_add_fetch(word, 1, __ATOMIC_ACQ_REL); }
 
+/// Atomic store (release) of a 64-bit word that other processes may read (shared memory).
+static inline void cliaison_atomic_store(uint64_t *word, uint64_t value) {
+  __atomic_store_n(word, value, __ATOMIC_RELEASE);
+}
+
 /// Atomic load of a 32-bit word shared with a signal handler (lock-free, async-signal-safe).
 static inline int32_t cliaison_signal_word_load(const int32_t *word) { return __atomic_load_n(word, __ATOMIC_SEQ_CST); }
 

@@ -9,7 +9,8 @@ import Liaison
 
 /// 512 counters of 64 bits in a 4 KiB file that every process maps: a writer increments a
 /// slot after it commits, and a reader compares the slot with the value its cache was filled at.
-/// An atomic load is the whole cost of knowing that a cached value is still current.
+/// An atomic load is the whole cost of knowing that a cached value is still current. Two words
+/// after them keep the store's last acknowledged commit (``CommitRecord``).
 ///
 /// Many names share a slot (by hash); a shared slot only costs an extra reload, never a stale
 /// read. The file only ever grows to its size and is never truncated by Liaison; one found short
@@ -19,7 +20,9 @@ import Liaison
 /// "Security and the Threat Model" article; pinned by `HostileStoreFileTests.aMappedFileTruncatedUnderARunningProcessKillsIt`).
 final class GenerationCounters: @unchecked Sendable {
   static let slotCount = 512
-  private static let size = slotCount * MemoryLayout<UInt64>.size
+  /// The slots, then the commit record's two words (a file of an earlier version, 4 KiB, is
+  /// grown to hold them, zero).
+  private static let size = (slotCount + 2) * MemoryLayout<UInt64>.size
 
   private let words: UnsafeMutablePointer<UInt64>
   let path: String
@@ -80,6 +83,16 @@ final class GenerationCounters: @unchecked Sendable {
 
   @discardableResult
   func increment(_ slot: Int) -> UInt64 { cliaison_atomic_increment(words + slot) }
+
+  /// The commit record (``CommitRecord``): what it was made for (the database and the boot), and
+  /// the count of commits acknowledged since. Written only under the store's write lock.
+  var commitRecord: (stamp: UInt64, commits: UInt64) {
+    get { (cliaison_atomic_load(words + Self.slotCount), cliaison_atomic_load(words + Self.slotCount + 1)) }
+    set {
+      cliaison_atomic_store(words + Self.slotCount, newValue.stamp)
+      cliaison_atomic_store(words + Self.slotCount + 1, newValue.commits)
+    }
+  }
 }
 
 extension LiaisonError {

@@ -27,10 +27,15 @@ enum SharedPool {
   /// the caller runs it before each of its commits (the store, whose writes are all Liaison's:
   /// a transaction observer makes GRDB do bookkeeping around every statement).
   ///
+  /// `check` runs before the pool opens the database (given its path), and `prepare` after the
+  /// migrations, both under the lock (the store checks, then keeps, the count of its commits:
+  /// ``CommitRecord``).
+  ///
   /// - Returns: the pool, the file's guard, and whether any migration ran.
   static func open(
     _ file: String, in folder: PrivateFolder, configuration: Configuration, migrator: DatabaseMigrator,
-    guardingCommits: Bool, holding held: LockGuard
+    guardingCommits: Bool, holding held: LockGuard, check: (String) throws -> Void = { _ in },
+    prepare: (DatabasePool) throws -> Void = { _ in }
   ) throws(LiaisonError) -> (pool: DatabasePool, deletionGuard: DeletedDatabaseGuard, migrationsRan: Bool) {
     let path = folder.path(of: file)
     defer { held.unlock() }
@@ -52,6 +57,7 @@ enum SharedPool {
     }
     if database == nil, let fd = try folder.openFile(file, create: true) { close(fd) }
     do {
+      try check(sqlitePath)
       let pool = try DatabasePool(path: sqlitePath, configuration: configuration)
       if try pool.read(migrator.hasBeenSuperseded) {
         throw LiaisonError(
@@ -65,6 +71,7 @@ enum SharedPool {
       let migrationsRan = try pool.read(migrator.appliedIdentifiers) != before
       let deletionGuard = try DeletedDatabaseGuard(file, in: folder)
       if guardingCommits { pool.add(transactionObserver: deletionGuard, extent: .databaseLifetime) }
+      try prepare(pool)
       return (pool, deletionGuard, migrationsRan)
     } catch let error as LiaisonError {
       throw error

@@ -14,6 +14,8 @@ final class StoreDatabase: Sendable {
   let path: String
   let folder: PrivateFolder
   let generations: GenerationCounters
+  /// Whether each commit is recorded in ``generations`` (``CommitRecord``).
+  private let recordsCommits: Bool
   /// The hot paths' statements, prepared once per connection of ``pool``.
   let statements = PreparedStatements()
   /// Checked before each commit: no write into a file that was deleted or replaced.
@@ -25,13 +27,15 @@ final class StoreDatabase: Sendable {
 
   private init(
     pool: DatabasePool, deletionGuard: DeletedDatabaseGuard, path: String, folder: PrivateFolder,
-    generations: GenerationCounters, writeLock: ProcessLock, suspension: StoreSuspension, container: SharedContainer
+    generations: GenerationCounters, recordsCommits: Bool, writeLock: ProcessLock, suspension: StoreSuspension,
+    container: SharedContainer
   ) {
     self.pool = pool
     self.deletionGuard = deletionGuard
     self.path = path
     self.folder = folder
     self.generations = generations
+    self.recordsCommits = recordsCommits
     self.writeLock = writeLock
     self.suspension = suspension
     suspensionHandlers = container.registerSuspensionHandlers(
@@ -170,14 +174,25 @@ final class StoreDatabase: Sendable {
     // An app that posts GRDB's `Database.suspendNotification` itself, as GRDB documents for iOS,
     // suspends the store's databases too. `SharedContainer.suspend()` does more (StoreSuspension).
     configuration.observesSuspensionNotifications = true
+    let generations: GenerationCounters
+    do {
+      generations = try GenerationCounters(folder: folder, name: name + ".generations", container: container)
+    } catch {
+      held.unlock()
+      throw error
+    }
+    var recordsCommits = false
     let (pool, deletionGuard, _) = try SharedPool.open(
       name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, guardingCommits: false,
-      holding: held)
+      holding: held
+    ) { sqlitePath in
+      try CommitRecord.check(sqlitePath, counters: generations, path: path)
+    } prepare: { pool in
+      recordsCommits = try CommitRecord.begin(pool, counters: generations)
+    }
     return StoreDatabase(
-      pool: pool, deletionGuard: deletionGuard, path: path, folder: folder,
-      generations: try GenerationCounters(folder: folder, name: name + ".generations", container: container),
-      writeLock: writeLock,
-      suspension: suspension, container: container)
+      pool: pool, deletionGuard: deletionGuard, path: path, folder: folder, generations: generations,
+      recordsCommits: recordsCommits, writeLock: writeLock, suspension: suspension, container: container)
   }
 
   /// Runs `body` in a write transaction, holding the store's process lock, with the counter
@@ -298,9 +313,14 @@ final class StoreDatabase: Sendable {
             // SQLite rolled back by itself after an error that `body` caught and did not pass on.
             throw DatabaseError(resultCode: .SQLITE_ABORT, message: "the transaction was rolled back after an error")
           }
+          let commits = generations.commitRecord.commits &+ 1
+          try statements.run(CommitRecord.increment, in: db) {
+            $0.bind(1, integer: Int64(bitPattern: commits))
+            try $0.execute()
+          }
           try deletionGuard.check()
           try statements.held(Self.commit, in: db).execute()
-          return result
+          return (result, commits)
         } catch {
           try? db.rollback()
           throw error
@@ -308,7 +328,8 @@ final class StoreDatabase: Sendable {
       }
     }
     committed = true
-    return result
+    if recordsCommits { generations.commitRecord.commits = result.1 }
+    return result.0
   }
 
   private static let begin = PreparedStatements.Query("BEGIN IMMEDIATE TRANSACTION")
