@@ -37,13 +37,24 @@ package enum CommandLineValue {
     return sequence
   }
 
-  /// The value of `liaison defaults write` and the message of `liaison send`, as the JSON to store: `text` itself when it is JSON
-  /// (`0.8`, `true`, `{"a": 1}`, `"dark"`), else `text` as a JSON string (`dark` → `"dark"`).
-  package static func json(_ text: String) -> Data {
+  /// The value of `liaison defaults write` and the message of `liaison send`, as the JSON to
+  /// store: `text` itself when it is JSON (`0.8`, `true`, `{"a": 1}`, `"dark"`), else `text` as a
+  /// JSON string (`dark` → `"dark"`). Whether it is JSON is decided by its syntax alone
+  /// (``/Liaison/JSONText``), so JSON is never turned into a string.
+  ///
+  /// - Throws: ``LiaisonError/Code/invalidArgument`` for JSON that `liaison` could not show back
+  ///   as JSON (`JSONSerialization` reads numbers up to about 1.8e308 and nesting up to 512
+  ///   levels): refused rather than stored as a value no read would print.
+  package static func json(_ text: String) throws(LiaisonError) -> Data {
     let json = Data(text.utf8)
-    if (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) != nil { return json }
-    // Encoding a String cannot fail.
-    return try! JSONEncoder().encode(text)
+    guard JSONText.isValid(json) else { return StoredValue.jsonString(text) }
+    guard (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) != nil else {
+      throw LiaisonError(
+        .invalidArgument,
+        "the value is JSON that liaison cannot read back (a number beyond ±1.8e308, or arrays and objects nested "
+          + "deeper than 512 levels). Write it within those bounds, or as a JSON string (quoted) to store the text.")
+    }
+    return json
   }
 
   /// The options that say where the commands coordinate, which the user may write before the

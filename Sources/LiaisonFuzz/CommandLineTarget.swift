@@ -65,9 +65,16 @@ private func requireState(_ text: String) {
 }
 
 /// The value of `defaults write` is always JSON: the text itself when it is JSON, else a JSON
-/// string that reads back as the text.
+/// string that reads back as the text; or refused, only when it is JSON that `JSONSerialization`
+/// cannot read.
 private func requireDefaultsJSON(_ text: String) {
-  let json = CommandLineValue.json(text)
+  let json: Data
+  do {
+    json = try CommandLineValue.json(text)
+  } catch {
+    require(JSONText.isValid(Data(text.utf8)), "refused \(text.debugDescription), which is not JSON: \(error)")
+    return
+  }
   require(
     (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) != nil,
     "\(text.debugDescription) became something that is not JSON")

@@ -200,8 +200,8 @@
         let message = try MailboxRow(row, mailbox: name)
         return MailboxEntry(
           id: message.id, sentAt: message.sentAt, sender: message.sender,
-          payload: message.payload?.payload ?? .data(Data()),
-          quarantineReason: message.quarantineReason ?? message.damage)
+          payload: message.payload?.peekedPayload ?? .data(Data()),
+          quarantineReason: message.quarantineReason ?? message.damage ?? message.payload?.damage)
       }
     }
 

@@ -142,7 +142,7 @@
     package func receiveStored(limit: Int, timeout: Duration?) async throws(LiaisonError)
       -> [MailboxEnvelope<MailboxPayload>]
     {
-      try await receiving(limit: limit, timeout: timeout) { { .success($0.payload) } }
+      try await receiving(limit: limit, timeout: timeout) { { $0.storedPayload } }
     }
 
     /// Up to `limit` messages, decoded by what `decoder` makes, waiting at most `timeout`.

@@ -43,11 +43,24 @@ struct DefaultsCommand: AsyncParsableCommand {
   static func readable(_ value: DefaultsRawValue) -> (text: String, json: Any)? {
     switch value {
     case .json(let json):
-      guard let parsed = try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed]) else { return nil }
-      return (String(decoding: json, as: UTF8.self), parsed)
+      // JSON that `JSONSerialization` cannot hold (beyond ±1.8e308, nested past 512 levels; only
+      // a program may store it, `liaison` refuses to) is shown as its text.
+      guard JSONText.isValid(json) else { return nil }
+      let text = String(decoding: json, as: UTF8.self)
+      return (text, (try? JSONSerialization.jsonObject(with: json, options: [.fragmentsAllowed])) ?? text)
     case .data:
       return (show(value), show(value))
     }
+  }
+
+  /// Whether `stored` is the value that `old` names: as `defaults read` prints it (one line,
+  /// its layout as spaces), or as the JSON that `defaults write` would store for `old`. So the
+  /// read-modify-write loop of `--if-value` ends for every value `read` prints, a pretty-printed
+  /// object or one with tabs included.
+  static func matches(_ stored: DefaultsRawValue, printedAs old: String) -> Bool {
+    if oneLine(show(stored)) == oneLine(old) { return true }
+    guard case .json(let json) = stored, let given = try? CommandLineValue.json(old) else { return false }
+    return json == given
   }
 
   /// The message for a value that cannot be read, naming its domain and key and the way out.
@@ -144,7 +157,7 @@ struct DefaultsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
       abstract: "Write a value: JSON, or else a plain string.",
       discussion: """
-        `liaison defaults write app mode '"dark"'` and `liaison defaults write app mode dark` store the same string.
+        `liaison defaults write app mode '"dark"'` and `liaison defaults write app mode dark` store the same string.         JSON is stored as given; JSON that liaison could not print back (a number beyond ±1.8e308, nesting past         512 levels) is refused.
 
         With --if-value OLD (or --if-absent), writes only if the key's value is OLD now (or it has none), in one \
         step no other write comes between; else exits 1, having written nothing. OLD is compared with the \
@@ -182,14 +195,22 @@ struct DefaultsCommand: AsyncParsableCommand {
       try await Self.reporting {
         try await options.withPlace(creating: true) { place in
           let text = try TextInput.valueOrStandardInput(value, limit: SharedDefaults.maximumValueSize)
-          let (json, name) = (CommandLineValue.json(text), try LiaisonName(key))
+          let (json, name) = (try CommandLineValue.json(text), try LiaisonName(key))
           let written = try await wait.waiting(forThe: "defaults") { timeLeft in
             let defaults = try await place.defaults(domain, timeout: timeLeft())
             guard ifAbsent || ifValue != nil else {
               try await defaults.setJSON(json, for: name, timeout: timeLeft())
               return true
             }
-            let expected = ifValue.map { DefaultsRawValue.json(CommandLineValue.json($0)) }
+            var expected: DefaultsRawValue?
+            if let ifValue {
+              // Compared with the value as `defaults read` prints it, then written on the condition
+              // that the stored bytes are still the ones compared: one step no write comes between.
+              guard let current = try await defaults.rawValue(for: name),
+                DefaultsCommand.matches(current, printedAs: ifValue)
+              else { return false }
+              expected = current
+            }
             return try await defaults.setJSON(json, for: name, replacing: expected, timeout: timeLeft())
           }
           // The condition did not hold: the documented answer, not an error (as `test` exits 1).

@@ -78,7 +78,7 @@ struct SendCommand: AsyncParsableCommand {
         try await wait.waiting(forThe: "mailboxes") { timeLeft in
           let outbox = try await place.mailbox(mailbox, sender: sender, timeout: timeLeft())
           let text = try TextInput.valueOrStandardInput(message, limit: try await outbox.limits().maximumMessageSize)
-          return try await outbox.sendJSON(CommandLineValue.json(text), id: id, timeout: timeLeft()).id
+          return try await outbox.sendJSON(try CommandLineValue.json(text), id: id, timeout: timeLeft()).id
         }
       }
       try printLine(CommandLineText.visible(stored))

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import LiaisonTestSupport
 import Testing
 
@@ -264,5 +265,78 @@ struct OutputAndInputTests {
       #expect(errors.contains("run this as root, or give each user a container of its own"), "\(command): \(errors)")
       #expect(!errors.contains("Check that this process may"), "\(command): \(errors)")
     }
+  }
+
+  // MARK: - JSON
+
+  /// JSON is stored as the JSON given, whatever its syntax asks of a reader; JSON that `liaison`
+  /// could not print back (1e400, nesting past 512 levels) is refused, naming why, never stored
+  /// as a string (before, each was stored as the string of its text, exit 0).
+  @Test func jsonIsStoredAsGivenOrRefusedNeverTurnedIntoAString() throws {
+    let deep = String(repeating: "[", count: 1000) + String(repeating: "]", count: 1000)
+    for json in ["1e400", deep] {
+      for command in [["defaults", "write", "d", "k", "-"], ["send", "inbox", "-"]] {
+        let refused = try liaison(command, input: Array(json.utf8))
+        #expect(refused.status == 64, "\(command): \(refused)")
+        #expect(refused.errors.contains("JSON that liaison cannot read back"), "\(refused.errors)")
+      }
+    }
+    #expect(try liaison(["defaults", "read", "d", "k"]).status == 1)
+    #expect(try liaison(["peek", "inbox"]).output.isEmpty)
+    // Within bounds, the JSON given, as given; what is not JSON, as a string.
+    let nested = String(repeating: "[", count: 500) + String(repeating: "]", count: 500)
+    for (given, stored) in [("1e300", "1e300"), (nested, nested), ("-0.0e-5000", "-0.0e-5000"), ("01", "\"01\"")] {
+      #expect(try liaison(["defaults", "write", "d", "k", "-"], input: Array(given.utf8)).status == 0)
+      #expect(try liaison(["defaults", "read", "d", "k"]).output == stored + "\n")
+    }
+  }
+
+  /// The read-modify-write loop of `--if-value` ends for values whose printed form is not their
+  /// stored bytes: an object written pretty-printed, with tabs and carriage returns in its layout,
+  /// and a string with a carriage return and a tab. `--if-value` takes the value as `defaults
+  /// read` prints it (before, it compared the stored bytes, and the loop never ended).
+  @Test func theIfValueLoopEndsForEveryValueReadPrints() throws {
+    let values = ["{\r\n\t\"runs\": 1,\r\n\t\"name\": \"a\"\r\n}", "\"a\\rb\\tc\"", "x\ry\tz"]
+    for (index, value) in values.enumerated() {
+      let key = "k\(index)"
+      #expect(try liaison(["defaults", "write", "d", key, "-"], input: Array(value.utf8)).status == 0)
+      let old = try liaison(["defaults", "read", "d", key])
+      #expect(old.status == 0)
+      let printed = String(old.output.dropLast())
+      let written = try liaison(["defaults", "write", "d", key, "2", "--if-value", printed])
+      #expect(written.status == 0, "\(value.debugDescription) printed as \(printed.debugDescription): \(written)")
+      #expect(try liaison(["defaults", "read", "d", key]).output == "2\n")
+      // A value that is not the one stored writes nothing.
+      #expect(try liaison(["defaults", "write", "d", key, "3", "--if-value", printed]).status == 1)
+    }
+  }
+
+  // MARK: - Damaged messages
+
+  /// A message whose stored bytes are damaged (stored as JSON, not JSON) is never printed as text
+  /// nor acknowledged: `peek` shows its bytes with the damage, `receive` prints the others and
+  /// quarantines it, where it waits to be looked at (before, both printed it with U+FFFD in
+  /// place of its bytes, and `receive` acknowledged it: gone).
+  @Test func aDamagedMessageIsQuarantinedNeverPrintedAsTextNorAcknowledged() throws {
+    for text in ["one", "two", "three"] { #expect(try liaison(["send", "inbox", text]).status == 0) }
+    let store = try DatabaseQueue(path: directory.path + "/.liaison/store/mailboxes.sqlite")
+    try store.write { db in
+      try db.execute(
+        sql: "UPDATE mailbox_message SET payload = X'22FF7477FE22' WHERE payload = CAST('\"two\"' AS BLOB)")
+      #expect(db.changesCount == 1)
+    }
+    try store.close()
+    let peeked = try liaison(["peek", "inbox"]).output
+    #expect(!peeked.contains("\u{FFFD}"), "\(peeked)")
+    #expect(
+      peeked.contains("data:Iv90d/4i\t(quarantined: damaged: its payload is stored as JSON but is not JSON"),
+      "\(peeked)")
+    let received = try liaison(["receive", "inbox"])
+    #expect(received.status == 0, "\(received)")
+    #expect(received.output == "\"one\"\n\"three\"\n")
+    let left = try liaison(["peek", "inbox", "--json"]).output
+    #expect(left.contains("\"quarantineReason\":\"damaged: its payload is stored as JSON but is not JSON"), "\(left)")
+    #expect(!left.contains("\u{FFFD}"), "\(left)")
+    #expect(try liaison(["receive", "inbox"]).output.isEmpty)
   }
 }

@@ -196,6 +196,24 @@ extension StoredValue {
   /// The value as a mailbox payload.
   package var payload: MailboxPayload { kind == .data ? .data(bytes) : .json(bytes) }
 
+  /// Why the value cannot be read in its stored form: JSON that is not JSON (damaged, or written
+  /// by another program); `nil` when it can. Such a payload is never shown as text: a receiver of
+  /// the stored form (`liaison receive`) quarantines it, and `peek` shows its bytes, with this
+  /// reason.
+  package var damage: String? {
+    kind == .json && !JSONText.isValid(bytes)
+      ? "damaged: its payload is stored as JSON but is not JSON (not written by Liaison)" : nil
+  }
+
+  /// The payload in its stored form, or why it is damaged (``damage``): what a receiver of the
+  /// stored form delivers.
+  package var storedPayload: Result<MailboxPayload, UndecodableMessage> {
+    damage.map { .failure(UndecodableMessage(reason: $0)) } ?? .success(payload)
+  }
+
+  /// The payload as `peek` shows it: its bytes (never text) when it is damaged.
+  package var peekedPayload: MailboxPayload { damage == nil ? payload : .data(bytes) }
+
   /// The payload as `Payload`, or why it cannot be: raw bytes are a `Data`; JSON is decoded (and
   /// is also readable, as its text bytes, as a `Data`).
   package func decodeMessage<Payload: Decodable>(as type: Payload.Type, using decoder: JSONDecoder)

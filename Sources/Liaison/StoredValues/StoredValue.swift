@@ -154,7 +154,7 @@ package struct StoredValue: Sendable {
   ///
   /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` when `json` is not JSON.
   package init(json: Data, what: String) throws(LiaisonError) {
-    guard (try? JSONDecoder().decode(AnyJSON.self, from: json)) != nil else {
+    guard JSONText.isValid(json) else {
       throw LiaisonError(.invalidArgument, "\(what) is not valid JSON.")
     }
     self.init(kind: .json, bytes: json)
@@ -167,32 +167,5 @@ package struct StoredValue: Sendable {
         .tooLarge,
         "\(what()) is \(bytes.count) bytes; it may be at most \(maximum) bytes." + (advice.isEmpty ? "" : " " + advice))
     }
-  }
-}
-
-/// Any JSON value, read to its end: decoding one checks that text is JSON, as `JSONSerialization`
-/// would (it is not in FoundationEssentials). `JSONDecoder` checks a number or a string only when
-/// it is decoded, so every one is.
-private struct AnyJSON: Decodable {
-  init(from decoder: any Decoder) throws {
-    if var array = try? decoder.unkeyedContainer() {
-      while !array.isAtEnd { _ = try array.decode(AnyJSON.self) }
-    } else if let object = try? decoder.container(keyedBy: Key.self) {
-      for key in object.allKeys { _ = try object.decode(AnyJSON.self, forKey: key) }
-    } else {
-      let value = try decoder.singleValueContainer()
-      if value.decodeNil() || (try? value.decode(Bool.self)) != nil || (try? value.decode(String.self)) != nil {
-        return
-      }
-      _ = try value.decode(Double.self)
-    }
-  }
-
-  /// An object's keys, whatever they are.
-  private struct Key: CodingKey {
-    let stringValue: String
-    init(stringValue: String) { self.stringValue = stringValue }
-    var intValue: Int? { nil }
-    init?(intValue: Int) { nil }
   }
 }

@@ -261,8 +261,8 @@ public final class Mailbox: Sendable {
       )
       .map { row in
         MailboxEntry(
-          id: row.id, sentAt: row.sentAt, sender: row.sender, payload: row.payload?.payload ?? .data(Data()),
-          quarantineReason: row.quarantineReason ?? row.damage)
+          id: row.id, sentAt: row.sentAt, sender: row.sender, payload: row.payload?.peekedPayload ?? .data(Data()),
+          quarantineReason: row.quarantineReason ?? row.damage ?? row.payload?.damage)
       }
     }
   }

@@ -108,7 +108,7 @@ public final class MailboxReceiver: Sendable {
   package func receiveStored(limit: Int, timeout: Duration?) async throws(LiaisonError)
     -> [MailboxEnvelope<MailboxPayload>]
   {
-    try await receive(limit: limit, timeout: timeout) { .success($0.payload) }
+    try await receive(limit: limit, timeout: timeout) { $0.storedPayload }
   }
 
   /// Up to `limit` messages decoded by `decode`, waiting as ``receive(_:limit:timeout:)`` does.
