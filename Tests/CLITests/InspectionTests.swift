@@ -15,9 +15,11 @@ struct InspectionTests {
   let directory = TemporaryDirectory()
 
   /// Runs `liaison ARGS` on the test's container; returns its shell status and output.
-  func liaison(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+  func liaison(_ arguments: [String], through program: String = liaisonPath) throws -> (
+    status: Int32, output: String, errors: String
+  ) {
     let child = try ChildProcess(
-      liaisonPath, arguments, environment: ["LIAISON_CONTAINER": directory.path], errors: .pipe)
+      program, arguments, environment: ["LIAISON_CONTAINER": directory.path], errors: .pipe)
     let (output, errors, termination) = child.finish()
     return (termination.shellStatus, output, errors)
   }
@@ -28,6 +30,46 @@ struct InspectionTests {
     try ChildProcess(
       "/bin/sh", ["-c", "ulimit -n 1024 && exec \"$0\" \"$@\"", liaisonPath] + arguments,
       environment: ["LIAISON_CONTAINER": directory.path], errors: .pipe)
+  }
+
+  /// With another process stopped in the middle of a write of each store (it holds the store's
+  /// lock, and SQLite's write lock in a transaction it has begun), `status`, `peek` and `defaults
+  /// read` answer at once with what was committed (before, each waited for ever: opening a store
+  /// took its lock). A write still waits, and says so at its timeout.
+  @Test func readingCommandsNeverWaitForAStuckWriter() throws {
+    #expect(try liaison(["defaults", "write", "settings", "theme", "dark"]).status == 0)
+    #expect(try liaison(["send", "inbox", "hello"]).status == 0)
+    let writer = try Peer(container: directory.path)
+    var transactions: [ChildProcess] = []
+    for store in ["defaults", "mailboxes"] {
+      try writer.send(.holdlock, "store", "\(store).write")
+      // Another process in the middle of a write: SQLite's write lock, held by a transaction.
+      let transaction = try ChildProcess(
+        "/usr/bin/env",
+        [
+          "python3", "-c",
+          "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+            + "c.execute('BEGIN IMMEDIATE'); print('begun', flush=True); sys.stdin.read()",
+          directory.path + "/.liaison/store/\(store).sqlite",
+        ])
+      #expect(try transaction.readLine() == "begun")
+      transactions.append(transaction)
+    }
+    let read = try liaisonWithin(60, ["defaults", "read", "settings", "theme"])
+    #expect(read.status == 0 && read.output == "\"dark\"\n", "\(read)")
+    let peeked = try liaisonWithin(60, ["peek", "inbox"])
+    #expect(peeked.status == 0 && peeked.output.hasSuffix("\t\"hello\"\n"), "\(peeked)")
+    let status = try liaisonWithin(60, ["status"])
+    #expect(status.status == 0 && status.output.contains("inbox"), "\(status)")
+    let written = try liaisonWithin(60, ["defaults", "write", "settings", "theme", "light", "--timeout", "0.2"])
+    #expect(written.status == 75 && written.errors.contains("another process's write"), "\(written)")
+    for transaction in transactions { _ = transaction.finish() }
+  }
+
+  /// `liaison ARGS`, killed if it has not ended within `seconds` (a bound for failure): exit
+  /// status 124 then, as `timeout(1)` reports.
+  func liaisonWithin(_ seconds: Int, _ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+    try liaison(["--kill-after=1", "\(seconds)", liaisonPath] + arguments, through: "/usr/bin/timeout")
   }
 
   /// Looking takes no lock: while `status` and `presence list` run over and over, another

@@ -136,29 +136,63 @@ struct StoreWaitTests {
     #expect(error?.message.contains("opened or migrated the shared database 'journal'") == true)
   }
 
-  /// The first domain a process opens opens the store, which waits for another process's write.
+  /// The first domain a process opens opens the store; a store still to be made waits for the
+  /// process that holds its lock (which may be making it).
   @Test @MainActor func anAsyncOpeningOfTheStoreLeavesTheMainActorFree() async throws {
     let container = try SharedContainer(directory: directory.path)
     let peer = try Peer(container: directory.path)
-    try peer.send(.dset, "settings", "volume", "3")
     try peer.send(.holdlock, "store", "defaults.write")
     let opening = Task { @MainActor in try await container.defaults("settings") }
     #expect(await mainActorRuns(while: peer, holds: "store/defaults.write"))
     try peer.send(.unlock, "store/defaults.write")
-    #expect(try await opening.value.get(DefaultsKey<Int>("volume")) == 3)
+    #expect(try await opening.value.get(DefaultsKey<Int>("volume")) == nil)
   }
 
   @Test func aBlockingOpeningOfTheStoreTimesOut() throws {
     let container = try SharedContainer(directory: directory.path)
     let peer = try Peer(container: directory.path)
-    try peer.send(.dset, "settings", "volume", "3")
     try peer.send(.holdlock, "store", "defaults.write")
     let error = #expect(throws: LiaisonError.self) {
       _ = try container.defaults("settings", timeout: .milliseconds(50))
     }
     #expect(error?.code == .timedOut)
     try peer.send(.unlock, "store/defaults.write")
-    #expect(try container.defaults("settings", timeout: .seconds(60)).get(DefaultsKey<Int>("volume")) == 3)
+    try container.defaults("settings", timeout: .seconds(60)).set(3, for: DefaultsKey<Int>("volume"))
+  }
+
+  /// A store set up already opens at once beside a process that holds its lock (a write, however
+  /// long, or a writer stopped in the middle of one), and reads what was committed; a write
+  /// waits for the lock, at most its timeout.
+  @Test func aStoreSetUpOpensBesideAWriterAndReads() throws {
+    let peer = try Peer(container: directory.path)
+    try holdStoresSetUp(peer)
+    let container = try SharedContainer(directory: directory.path)
+    let defaults = try container.defaults("settings")
+    #expect(try defaults.get(DefaultsKey<Int>("volume")) == 3)
+    #expect(try container.mailbox("inbox").peek().count == 2)
+    let error = #expect(throws: LiaisonError.self) {
+      try defaults.set(4, for: DefaultsKey<Int>("volume"), timeout: .milliseconds(50))
+    }
+    #expect(error?.code == .timedOut)
+    try peer.send(.unlock, "store/defaults.write")
+    try defaults.set(4, for: DefaultsKey<Int>("volume"), timeout: .seconds(60))
+    #expect(try defaults.get(DefaultsKey<Int>("volume")) == 4)
+  }
+
+  @Test func aStoreSetUpOpensAsynchronouslyBesideAWriter() async throws {
+    let peer = try Peer(container: directory.path)
+    try holdStoresSetUp(peer)
+    let container = try SharedContainer(directory: directory.path)
+    #expect(try await container.defaults("settings").get(DefaultsKey<Int>("volume")) == 3)
+    #expect(try await container.mailbox("inbox").peek().count == 2)
+  }
+
+  /// Makes both stores (a value, two messages), then holds their locks in `peer`.
+  private func holdStoresSetUp(_ peer: Peer) throws {
+    try peer.send(.dset, "settings", "volume", "3")
+    try peer.send(.msend, "inbox", "p", "2")
+    try peer.send(.holdlock, "store", "defaults.write")
+    try peer.send(.holdlock, "store", "mailboxes.write")
   }
 
   @Test @MainActor func anAsyncOpeningOfAMailboxLeavesTheMainActorFree() async throws {

@@ -97,8 +97,9 @@ public final class SharedDatabase: Sendable {
       return doorbell.waitForCommit(attempts: attempts)
     }
 
+    // Holding the lock, the pool is always opened.
     let (pool, _, migrationsRan) = try SharedPool.open(
-      file, in: folder, configuration: configuration, migrator: migrator, guardingCommits: true, holding: held)
+      file, in: folder, configuration: configuration, migrator: migrator, guardingCommits: true, holding: held)!
     self.pool = pool
     let signal = signal
     let commitRinger = CommitRinger(signal: signal)

@@ -49,6 +49,9 @@ enum CommitRecord {
   ///   than were acknowledged in this boot.
   static func check(_ sqlitePath: String, counters: GenerationCounters, path: String) throws(LiaisonError) {
     guard let boot = bootIdentity else { return }
+    // The record first: a writer records a commit only after making it, so a count read after
+    // the record is never below it, even while writers go on (the store may be opened beside one).
+    let record = counters.commitRecord
     var configuration = Configuration()
     configuration.readonly = true
     guard let connection = try? DatabaseQueue(path: sqlitePath, configuration: configuration) else { return }
@@ -59,7 +62,6 @@ enum CommitRecord {
         .map { ($0[0], $0[1]) }
     }
     guard let (identity, count) = found ?? nil else { return }
-    let record = counters.commitRecord
     let counted = UInt64(clamping: count)
     if record.stamp == UInt64(bitPattern: identity) ^ boot, record.commits > counted {
       throw LiaisonError(
@@ -73,26 +75,35 @@ enum CommitRecord {
     }
   }
 
-  /// Once ``check(_:counters:path:)`` passed and the migrations ran, still under the store's
-  /// write lock: makes the count if the database has none, and the record if it was made for
-  /// another database or another boot. Returns whether writes are to keep the record (`false`
-  /// where this boot cannot be told from another).
-  static func begin(_ pool: DatabasePool, counters: GenerationCounters) throws -> Bool {
-    let (identity, count) = try pool.writeWithoutTransaction { db -> (Int64, Int64) in
-      if try db.tableExists("liaison_commits"),
-        let row = try Row.fetchOne(db, sql: "SELECT identity, count FROM liaison_commits WHERE id = 0")
-      {
-        return (row[0], row[1])
+  /// Once ``check(_:counters:path:)`` passed and the migrations ran: under the store's write
+  /// lock, makes the count if the database has none, and the record if it was made for another
+  /// database or another boot. Returns whether writes are to keep the record (`false` where this
+  /// boot cannot be told from another, or, opened beside a writer, where the record is not this
+  /// database's of this boot: the next opening under the lock makes it); `nil` when the count is
+  /// to be made and the lock is not held.
+  static func begin(_ pool: DatabasePool, counters: GenerationCounters, holdingTheLock: Bool) throws -> Bool? {
+    let found = try pool.read { db -> (Int64, Int64)? in
+      guard try db.tableExists("liaison_commits") else { return nil }
+      return try Row.fetchOne(db, sql: "SELECT identity, count FROM liaison_commits WHERE id = 0").map {
+        ($0[0], $0[1])
       }
-      let identity = Int64.random(in: .min ... .max)
-      try db.execute(sql: create)
-      try db.execute(sql: "INSERT INTO liaison_commits (id, identity, count) VALUES (0, ?, 0)", arguments: [identity])
-      // Into the database file, with the migrations before it: the identity must outlive the
-      // log. No reader of an earlier snapshot can be left (this runs under the store's write
-      // lock, at the first opening); should one hold the checkpoint back, the next one copies it.
-      try db.execute(sql: "PRAGMA wal_checkpoint(PASSIVE)")
-      return (identity, 0)
     }
+    guard holdingTheLock else {
+      guard let (identity, _) = found else { return nil }
+      return bootIdentity.map { counters.commitRecord.stamp == UInt64(bitPattern: identity) ^ $0 } ?? false
+    }
+    let (identity, count) =
+      try found
+      ?? pool.writeWithoutTransaction { db -> (Int64, Int64) in
+        let identity = Int64.random(in: .min ... .max)
+        try db.execute(sql: create)
+        try db.execute(sql: "INSERT INTO liaison_commits (id, identity, count) VALUES (0, ?, 0)", arguments: [identity])
+        // Into the database file, with the migrations before it: the identity must outlive the
+        // log. No reader of an earlier snapshot can be left (this runs under the store's write
+        // lock, at the first opening); should one hold the checkpoint back, the next one copies it.
+        try db.execute(sql: "PRAGMA wal_checkpoint(PASSIVE)")
+        return (identity, 0)
+      }
     guard let boot = bootIdentity else { return false }
     let stamp = UInt64(bitPattern: identity) ^ boot
     let counted = UInt64(clamping: count)

@@ -28,17 +28,21 @@ enum SharedPool {
   /// a transaction observer makes GRDB do bookkeeping around every statement).
   ///
   /// `check` runs before the pool opens the database (given its path), and `prepare` after the
-  /// migrations, both under the lock (the store checks, then keeps, the count of its commits:
-  /// ``CommitRecord``).
+  /// migrations (the store checks, then keeps, the count of its commits: ``CommitRecord``).
+  ///
+  /// With no lock held (`held` nil: another process writes, and the caller opens beside it
+  /// rather than wait), nothing is created or migrated: a database that is missing, or whose
+  /// migrations have not all run, or that `prepare` finds not set up (`false`), is not opened,
+  /// and this returns `nil` (the caller then waits for the lock).
   ///
   /// - Returns: the pool, the file's guard, and whether any migration ran.
   static func open(
     _ file: String, in folder: PrivateFolder, configuration: Configuration, migrator: DatabaseMigrator,
-    guardingCommits: Bool, holding held: LockGuard, check: (String) throws -> Void = { _ in },
-    prepare: (DatabasePool) throws -> Void = { _ in }
-  ) throws(LiaisonError) -> (pool: DatabasePool, deletionGuard: DeletedDatabaseGuard, migrationsRan: Bool) {
+    guardingCommits: Bool, holding held: LockGuard?, check: (String) throws -> Void = { _ in },
+    prepare: (DatabasePool) throws -> Bool = { _ in true }
+  ) throws(LiaisonError) -> (pool: DatabasePool, deletionGuard: DeletedDatabaseGuard, migrationsRan: Bool)? {
     let path = folder.path(of: file)
-    defer { held.unlock() }
+    defer { held?.unlock() }
     var configuration = configuration
     configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA journal_size_limit = \(walSizeLimit)") }
     let sqlitePath = try folder.trustedPath(of: file)
@@ -55,6 +59,8 @@ enum SharedPool {
           + "-shm files aside (keep them for recovery) to start a new database.",
         path: path)
     }
+    // Without the lock, only a database that is there (opening a new one writes its header).
+    if held == nil, (database?.st_size ?? 0) == 0 { return nil }
     if database == nil, let fd = try folder.openFile(file, create: true) { close(fd) }
     do {
       try check(sqlitePath)
@@ -66,12 +72,17 @@ enum SharedPool {
             + "does not know. Update the program; nothing was changed.",
           path: path)
       }
-      let before = try pool.read(migrator.appliedIdentifiers)
-      try migrator.migrate(pool)
-      let migrationsRan = try pool.read(migrator.appliedIdentifiers) != before
+      var migrationsRan = false
+      if held != nil {
+        let before = try pool.read(migrator.appliedIdentifiers)
+        try migrator.migrate(pool)
+        migrationsRan = try pool.read(migrator.appliedIdentifiers) != before
+      } else if try !pool.read(migrator.hasCompletedMigrations) {
+        return nil
+      }
       let deletionGuard = try DeletedDatabaseGuard(file, in: folder)
+      guard try prepare(pool) else { return nil }
       if guardingCommits { pool.add(transactionObserver: deletionGuard, extent: .databaseLifetime) }
-      try prepare(pool)
       return (pool, deletionGuard, migrationsRan)
     } catch let error as LiaisonError {
       throw error

@@ -60,36 +60,53 @@ final class StoreDatabase: Sendable {
   }()
 
   /// The database `name` of `container`, opened once per process and migrated once across
-  /// processes: the first opening in a process waits (at most `timeout`) for the store's lock,
-  /// which another process's write or migration may hold.
+  /// processes, under the store's lock. A store already set up opens at once while another
+  /// process holds the lock (a write, however long, or a writer stopped by a debugger or
+  /// `SIGSTOP`): reading never waits for a writer, and writing waits only when it writes. Only a
+  /// store to create or migrate waits for the lock (at most `timeout`).
   @available(*, noasync)
   static func shared(
     _ container: SharedContainer, name: String, migrator: DatabaseMigrator, timeout: Duration? = nil
   ) throws(LiaisonError) -> StoreDatabase {
     let (folder, lock) = try opening(container, name: name)
     if let open = registered(folder, name: name) { return open }
+    if let open = try registerWithoutWaiting(container, folder: folder, name: name, migrator: migrator, lock: lock) {
+      return open
+    }
     let held: LockGuard
     do {
       held = try lock.lock(timeout: timeout)
     } catch let error where error.code == .timedOut {
       throw openingTimedOut(folder.path(of: name + ".sqlite"), timeout)
     }
-    return try register(container, folder: folder, name: name, migrator: migrator, lock: lock, holding: held)
+    return try register(container, folder: folder, name: name, migrator: migrator, lock: lock, holding: held)!
   }
 
-  /// The database `name` of `container`, waiting for the store's lock without blocking a thread
-  /// of the cooperative pool.
+  /// The database `name` of `container`, waiting for the store's lock (when it must) without
+  /// blocking a thread of the cooperative pool.
   static func shared(
     _ container: SharedContainer, name: String, migrator: DatabaseMigrator, timeout: Duration? = nil
   ) async throws(LiaisonError) -> StoreDatabase {
     let (folder, lock) = try opening(container, name: name)
     if let open = registered(folder, name: name) { return open }
+    if let open = try registerWithoutWaiting(container, folder: folder, name: name, migrator: migrator, lock: lock) {
+      return open
+    }
     let held: LockGuard
     do {
       held = try await lock.lock(timeout: timeout)
     } catch let error where error.code == .timedOut {
       throw openingTimedOut(folder.path(of: name + ".sqlite"), timeout)
     }
+    return try register(container, folder: folder, name: name, migrator: migrator, lock: lock, holding: held)!
+  }
+
+  /// The database opened without waiting: under the lock when it is free, else beside the
+  /// process that holds it, if the store is set up; `nil` when it must wait for the lock.
+  private static func registerWithoutWaiting(
+    _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator, lock: ProcessLock
+  ) throws(LiaisonError) -> StoreDatabase? {
+    let held = try lock.tryLock()
     return try register(container, folder: folder, name: name, migrator: migrator, lock: lock, holding: held)
   }
 
@@ -109,15 +126,16 @@ final class StoreDatabase: Sendable {
   }
 
   /// Opens the database holding `held` (released here), unless another thread of this process
-  /// opened it meanwhile.
+  /// opened it meanwhile. Without the lock (`held` nil), opens only a store set up already;
+  /// `nil` otherwise.
   private static func register(
     _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator,
-    lock writeLock: ProcessLock, holding held: LockGuard
-  ) throws(LiaisonError) -> StoreDatabase {
+    lock writeLock: ProcessLock, holding held: LockGuard?
+  ) throws(LiaisonError) -> StoreDatabase? {
     try registry.withLock { registry throws(LiaisonError) in
       let key = folder.identity + "/" + name
       if let open = registry[key], !open.folder.isDeleted {
-        held.unlock()
+        held?.unlock()
         return open
       }
       let database = try open(
@@ -148,8 +166,8 @@ final class StoreDatabase: Sendable {
 
   private static func open(
     _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator,
-    writeLock: ProcessLock, holding held: LockGuard
-  ) throws(LiaisonError) -> StoreDatabase {
+    writeLock: ProcessLock, holding held: LockGuard?
+  ) throws(LiaisonError) -> StoreDatabase? {
     let path = folder.path(of: name + ".sqlite")
     let suspension = StoreSuspension(path: path)
     var configuration = Configuration()
@@ -178,18 +196,22 @@ final class StoreDatabase: Sendable {
     do {
       generations = try GenerationCounters(folder: folder, name: name + ".generations", container: container)
     } catch {
-      held.unlock()
+      held?.unlock()
       throw error
     }
     var recordsCommits = false
-    let (pool, deletionGuard, _) = try SharedPool.open(
-      name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, guardingCommits: false,
-      holding: held
-    ) { sqlitePath in
-      try CommitRecord.check(sqlitePath, counters: generations, path: path)
-    } prepare: { pool in
-      recordsCommits = try CommitRecord.begin(pool, counters: generations)
-    }
+    guard
+      let (pool, deletionGuard, _) = try SharedPool.open(
+        name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, guardingCommits: false,
+        holding: held,
+        check: { sqlitePath in try CommitRecord.check(sqlitePath, counters: generations, path: path) },
+        prepare: { pool in
+          guard let records = try CommitRecord.begin(pool, counters: generations, holdingTheLock: held != nil)
+          else { return false }
+          recordsCommits = records
+          return true
+        })
+    else { return nil }
     return StoreDatabase(
       pool: pool, deletionGuard: deletionGuard, path: path, folder: folder, generations: generations,
       recordsCommits: recordsCommits, writeLock: writeLock, suspension: suspension, container: container)
