@@ -31,6 +31,8 @@ protocol CommandStores: CoordinationStore where DefaultsType: CommandDefaults, M
   func signalReports() async throws -> [(name: String, state: Result<UInt64, any Error>)]
   /// The place's shared databases; `nil` when the place has none.
   func databaseReports() async throws -> [StatusCommand.DatabaseReport]?
+  /// The parts whose signal cannot be read (a folder's files; none on PostgreSQL).
+  func storeSignalProblems() async throws -> [(part: String, name: String, error: any Error)]
 }
 
 extension CommandStores {
@@ -88,6 +90,26 @@ extension SharedContainer: CommandStores {
     }
   }
 
+  /// The signal files of the defaults domains, mailboxes and shared databases that cannot be
+  /// read, each by its part and name: such a part cannot be used (opening it reads its signal).
+  func storeSignalProblems() async throws -> [(part: String, name: String, error: any Error)] {
+    let folders: [(ContainerLayout.Folder, String)] = [
+      (.storeSignals, "defaults"), (.mailboxSignals, "mailboxes"), (.databaseSignals, "databases"),
+    ]
+    var problems: [(part: String, name: String, error: any Error)] = []
+    for (layout, part) in folders {
+      guard let folder = try existingPrivateFolder(layout) else { continue }
+      for name in try folder.names() {
+        do {
+          _ = try Signal(name: name, folder: folder, container: self).state
+        } catch {
+          problems.append((part, name.rawValue, error))
+        }
+      }
+    }
+    return problems
+  }
+
   func databaseReports() async throws -> [StatusCommand.DatabaseReport]? {
     try sharedDatabases().map {
       StatusCommand.DatabaseReport(
@@ -116,6 +138,7 @@ extension SharedContainer: CommandStores {
 
     /// `nil`: shared databases are SQLite files in a folder.
     func databaseReports() async throws -> [StatusCommand.DatabaseReport]? { nil }
+    func storeSignalProblems() async throws -> [(part: String, name: String, error: any Error)] { [] }
   }
 #endif
 

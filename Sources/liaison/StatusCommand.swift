@@ -158,6 +158,9 @@ struct StatusCommand: AsyncParsableCommand {
     if let databases = await report.reading("databases", { try await place.databaseReports() }) {
       report.databases = databases
     }
+    for problem in await report.reading("signals", { try await place.storeSignalProblems() }) ?? [] {
+      _ = report.reading(problem.part, name: problem.name, Result<Void, any Error>.failure(problem.error))
+    }
     return report
   }
 

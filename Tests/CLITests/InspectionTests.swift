@@ -66,6 +66,29 @@ struct InspectionTests {
     for transaction in transactions { _ = transaction.finish() }
   }
 
+  /// `status` lists every part that cannot be used: a defaults domain and a mailbox whose signal
+  /// files are damaged (the commands that use them fail), and the store whose database is not a
+  /// database; it exits 70 then (before, it listed the domain and the mailbox as sound, exit 0).
+  @Test func statusListsEveryPartItCannotUse() throws {
+    #expect(try liaison(["defaults", "write", "settings", "theme", "dark"]).status == 0)
+    #expect(try liaison(["send", "inbox", "hello"]).status == 0)
+    let garbage = Data(repeating: 0xA5, count: 32)
+    for file in ["store-signals/settings", "mailbox-signals/inbox"] {
+      try garbage.write(to: URL(fileURLWithPath: directory.path + "/.liaison/" + file))
+    }
+    #expect(try liaison(["peek", "inbox"]).status == 70)
+    #expect(try liaison(["defaults", "read", "settings", "theme"]).status == 70)
+    let status = try liaison(["status"])
+    #expect(status.status == 70, "\(status)")
+    for file in ["store-signals/settings", "mailbox-signals/inbox"] {
+      #expect(status.output.contains(directory.path + "/.liaison/" + file), "\(status.output)")
+    }
+    let json = try liaison(["status", "--json"])
+    #expect(json.status == 70)
+    #expect(json.output.contains("\"name\":\"settings\",\"part\":\"defaults\""), "\(json.output)")
+    #expect(json.output.contains("\"name\":\"inbox\",\"part\":\"mailboxes\""), "\(json.output)")
+  }
+
   /// `liaison ARGS`, killed if it has not ended within `seconds` (a bound for failure): exit
   /// status 124 then, as `timeout(1)` reports.
   func liaisonWithin(_ seconds: Int, _ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
