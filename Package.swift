@@ -51,6 +51,7 @@ let package = Package(
       name: "LiaisonStore",
       dependencies: [
         "Liaison", "CLiaison", .product(name: "GRDB", package: "GRDB.swift"),
+        .product(name: "SystemPackage", package: "swift-system"),
         // SQLite's C interface, for the hot paths' prepared statements (PreparedStatements.swift).
         .product(name: "GRDBSQLite", package: "GRDB.swift"),
       ],

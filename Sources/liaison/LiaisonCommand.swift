@@ -156,7 +156,8 @@ struct CLIError: Error, CustomStringConvertible {
   }
 
   init(_ error: LiaisonError) {
-    message = error.message
+    // With the system's reason, when a system call failed and the message does not give it.
+    message = error.errno.map { error.message.contains("\($0)") } ?? true ? error.message : error.description
     switch error.code {
     case .timedOut, .alreadyClaimed, .claimInProgress: status = ExitStatus.busy
     case .invalidName, .invalidArgument: status = ExitStatus.usage

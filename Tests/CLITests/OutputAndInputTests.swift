@@ -339,4 +339,38 @@ struct OutputAndInputTests {
     #expect(!left.contains("\u{FFFD}"), "\(left)")
     #expect(try liaison(["receive", "inbox"]).output.isEmpty)
   }
+
+  // MARK: - Errors that name their cause
+
+  /// A container at a path too long for SQLite says so, with how much shorter (before: "check the
+  /// permissions"); a container that is a file says so; a write that the disk quota refuses gives
+  /// the system's reason and what to do (before: "disk I/O error" alone).
+  @Test func storeErrorsNameTheirRealCause() throws {
+    let long =
+      directory.path + "/" + Array(repeating: String(repeating: "a", count: 100), count: 6).joined(separator: "/")
+    try FileManager.default.createDirectory(atPath: long, withIntermediateDirectories: true)
+    let tooLong = try liaison(["defaults", "write", "d", "k", "v", "--container", long])
+    #expect(tooLong.status == 64, "\(tooLong)")
+    #expect(tooLong.errors.contains("SQLite opens files by paths of at most 504 bytes"), "\(tooLong.errors)")
+    let file = directory.path + "/a-file"
+    FileManager.default.createFile(atPath: file, contents: Data())
+    let notAFolder = try liaison(["defaults", "write", "d", "k", "v", "--container", file])
+    #expect(notAFolder.status == 64 && notAFolder.errors.contains("is a file, not a folder"), "\(notAFolder)")
+    #expect(try liaison(["defaults", "write", "d", "k", "v"]).status == 0)
+    for log in ["-wal", "-shm"] {
+      // Every write to the store's log (a commit), or to its index (the opening), fails as a
+      // disk quota used up does.
+      let child = try ChildProcess(
+        "/usr/bin/strace",
+        [
+          "-f", "-o", "/dev/null", "-P", directory.path + "/.liaison/store/defaults.sqlite" + log, "-e",
+          "trace=pwrite64", "-e", "inject=pwrite64:error=EDQUOT", liaisonPath, "defaults", "write", "d", "k", "w",
+        ],
+        environment: ["LIAISON_CONTAINER": directory.path], errors: .pipe)
+      let (_, errors, termination) = child.finish()
+      #expect(termination.shellStatus == 70, "\(log): \(errors)")
+      #expect(errors.contains("(Disk quota exceeded). The user's disk quota is used up"), "\(log): \(errors)")
+    }
+    #expect(try liaison(["defaults", "read", "d", "k"]).output == "\"v\"\n")
+  }
 }

@@ -144,20 +144,19 @@ extension LiaisonError {
 
   /// A failed system call on a file, with a message that names the file and the call.
   package static func system(_ errno: Errno, _ action: String, path: String) -> LiaisonError {
-    let advice: String
+    LiaisonError(.system, "Could not \(action) '\(path)'.\(advice(for: errno))", errno: errno, path: path)
+  }
+
+  /// What to do about `errno`, as a sentence after a space; empty when there is nothing to say.
+  package static func advice(for errno: Errno) -> String {
     switch errno {
-    case .permissionDenied, .notPermitted:
-      advice = " Check that this process may read and write the container folder."
-    case .readOnlyFileSystem:
-      advice = " The container is on a read-only file system; choose a writable folder."
-    case .noSpace:
-      advice = " The disk is full; free some space."
-    case .tooManyOpenFiles, .tooManyOpenFilesInSystem:
-      advice = " " + descriptorAdvice(errno)!
-    default:
-      advice = ""
+    case .permissionDenied, .notPermitted: " Check that this process may read and write the container folder."
+    case .readOnlyFileSystem: " The container is on a read-only file system; choose a writable folder."
+    case .noSpace: " The disk is full; free some space."
+    case .diskQuotaExceeded: " The user's disk quota is used up; free some space, or have it raised."
+    case .tooManyOpenFiles, .tooManyOpenFilesInSystem: " " + descriptorAdvice(errno)!
+    default: ""
     }
-    return LiaisonError(.system, "Could not \(action) '\(path)'.\(advice)", errno: errno, path: path)
   }
 
   /// What to do when no file descriptor can be had: for `EMFILE`, this process has reached its

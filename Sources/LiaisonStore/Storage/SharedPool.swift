@@ -46,6 +46,14 @@ enum SharedPool {
     var configuration = configuration
     configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA journal_size_limit = \(walSizeLimit)") }
     let sqlitePath = try folder.trustedPath(of: file)
+    guard sqlitePath.utf8.count <= maximumPathBytes else {
+      throw LiaisonError(
+        .invalidArgument,
+        "The database '\(path)' would be opened at a path of \(sqlitePath.utf8.count) bytes, and SQLite opens files "
+          + "by paths of at most \(maximumPathBytes) bytes (512 with the suffix of its journal). Use a container at "
+          + "a path \(sqlitePath.utf8.count - maximumPathBytes) bytes shorter, or more.",
+        path: path)
+    }
     // Under the lock: another opener creates the database, and its first log, only while holding it.
     let database = try folder.inspectFile(file)
     let log = try folder.inspectFile(file + "-wal")
@@ -87,9 +95,13 @@ enum SharedPool {
     } catch let error as LiaisonError {
       throw error
     } catch {
-      throw StoreDatabase.translate(error, path: path)
+      throw StoreDatabase.translate(StoreDatabase.withSystemReason(error, openingAgain: sqlitePath), path: path)
     }
   }
+
+  /// The longest path SQLite's Unix files take for a database (`MAX_PATHNAME`, 512 bytes, less
+  /// the suffix of a journal, `-journal`).
+  static let maximumPathBytes = 504
 }
 
 /// Refuses every commit once the database file has been deleted, or replaced by another file,

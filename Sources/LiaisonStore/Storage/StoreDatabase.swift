@@ -1,6 +1,8 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import Liaison
+import SystemPackage
 
 /// One SQLite database of the store, in the container's `.liaison/store` folder, shared by every
 /// process: a GRDB `DatabasePool` (WAL: readers never wait for the writer) whose writes are
@@ -329,20 +331,23 @@ final class StoreDatabase: Sendable {
         // BEGIN and COMMIT as statements held per connection: GRDB's `inTransaction` compiles both at
         // each call.
         try statements.held(Self.begin, in: db).execute()
+        // The system's error number is read before the rollback, which may clear it.
         do {
-          let result = try body(db)
-          guard db.isInsideTransaction else {
-            // SQLite rolled back by itself after an error that `body` caught and did not pass on.
-            throw DatabaseError(resultCode: .SQLITE_ABORT, message: "the transaction was rolled back after an error")
+          return try Self.withSystemErrno(db) {
+            let result = try body(db)
+            guard db.isInsideTransaction else {
+              // SQLite rolled back by itself after an error that `body` caught and did not pass on.
+              throw DatabaseError(resultCode: .SQLITE_ABORT, message: "the transaction was rolled back after an error")
+            }
+            let commits = generations.commitRecord.commits &+ 1
+            try statements.run(CommitRecord.increment, in: db) {
+              $0.bind(1, integer: Int64(bitPattern: commits))
+              try $0.execute()
+            }
+            try deletionGuard.check()
+            try statements.held(Self.commit, in: db).execute()
+            return (result, commits)
           }
-          let commits = generations.commitRecord.commits &+ 1
-          try statements.run(CommitRecord.increment, in: db) {
-            $0.bind(1, integer: Int64(bitPattern: commits))
-            try $0.execute()
-          }
-          try deletionGuard.check()
-          try statements.held(Self.commit, in: db).execute()
-          return (result, commits)
         } catch {
           try? db.rollback()
           throw error
@@ -363,14 +368,73 @@ final class StoreDatabase: Sendable {
 
   /// Runs `body` in a read transaction; never waits for writers.
   func read<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
-    try suspension.access { () throws(LiaisonError) -> T in try translatingErrors { try pool.read(body) } }
+    try suspension.access { () throws(LiaisonError) -> T in
+      try translatingErrors { try pool.read { db in try Self.withSystemErrno(db) { try body(db) } } }
+    }
   }
 
   /// Runs `body`, which must run **one** `SELECT`, outside a transaction: the statement alone
   /// sees one snapshot of the database, so it needs no read transaction (nor GRDB's switch to
   /// read-only mode around it), which halves the cost of a small read.
   func readOneStatement<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
-    try suspension.access { () throws(LiaisonError) -> T in try translatingErrors { try pool.unsafeRead(body) } }
+    try suspension.access { () throws(LiaisonError) -> T in
+      try translatingErrors { try pool.unsafeRead { db in try Self.withSystemErrno(db) { try body(db) } } }
+    }
+  }
+
+  /// A database error that the system caused (SQLite's I/O, space and opening errors), with the
+  /// system's error number (`sqlite3_system_errno`): SQLite's own message says only "disk I/O
+  /// error" for a quota used up, a device gone or a file system turned read-only.
+  struct SystemFailure: Error {
+    let error: DatabaseError
+    let errno: Errno
+  }
+
+  /// Runs `body` on `db`, and gives a database error that the system caused its error number
+  /// (``SystemFailure``), read on the connection before anything else runs on it.
+  private static func withSystemErrno<T>(_ db: Database, _ body: () throws -> T) throws -> T {
+    do {
+      return try body()
+    } catch let error as DatabaseError {
+      let systemCaused: [ResultCode] = [.SQLITE_IOERR, .SQLITE_FULL, .SQLITE_CANTOPEN, .SQLITE_READONLY]
+      guard systemCaused.contains(error.resultCode), let connection = db.sqliteConnection else { throw error }
+      let code = lastSystemErrno(connection)
+      throw code == 0 ? error : SystemFailure(error: error, errno: Errno(rawValue: code))
+    }
+  }
+
+  /// `error`, an opening's, with the system's reason when the system caused it: GRDB gives no
+  /// connection once its opening failed, so the opening is made again on a connection of this
+  /// one's (which reads, and writes nothing), and its error number read there.
+  static func withSystemReason(_ error: any Error, openingAgain sqlitePath: String) -> any Error {
+    guard let failure = error as? DatabaseError,
+      [ResultCode.SQLITE_IOERR, .SQLITE_FULL, .SQLITE_CANTOPEN, .SQLITE_READONLY].contains(failure.resultCode)
+    else { return error }
+    var connection: OpaquePointer?
+    defer { sqlite3_close_v2(connection) }
+    if sqlite3_open_v2(sqlitePath, &connection, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK {
+      _ = sqlite3_exec(connection, "SELECT count(*) FROM sqlite_schema", nil, nil, nil)
+    }
+    let code = connection.map(lastSystemErrno) ?? 0
+    return code == 0 ? error : SystemFailure(error: failure, errno: Errno(rawValue: code))
+  }
+
+  /// The system's error number of the connection's last failed I/O: SQLite keeps it for a failed
+  /// statement (`sqlite3_system_errno`), and each file keeps its own, which is where a failed
+  /// commit's is (the log's, or the database's); 0 when none is known.
+  private static func lastSystemErrno(_ connection: OpaquePointer) -> CInt {
+    let code = sqlite3_system_errno(connection)
+    if code != 0 { return code }
+    var value: CInt = 0
+    var log: UnsafeMutablePointer<sqlite3_file>?
+    if sqlite3_file_control(connection, "main", SQLITE_FCNTL_JOURNAL_POINTER, &log) == SQLITE_OK, let log,
+      let control = log.pointee.pMethods?.pointee.xFileControl,
+      control(log, SQLITE_FCNTL_LAST_ERRNO, &value) == SQLITE_OK,
+      value != 0
+    {
+      return value
+    }
+    return sqlite3_file_control(connection, "main", SQLITE_FCNTL_LAST_ERRNO, &value) == SQLITE_OK ? value : 0
   }
 
   /// Runs `body`, passing a ``/Liaison/LiaisonError`` on as it is and turning any other error into one
@@ -388,6 +452,13 @@ final class StoreDatabase: Sendable {
   /// A GRDB or SQLite error as a ``/Liaison/LiaisonError`` that names the file and says what to do, and
   /// keeps the GRDB error (with SQLite's result code) as its ``/Liaison/LiaisonError/cause``.
   static func translate(_ error: any Error, path: String) -> LiaisonError {
+    if let failure = error as? SystemFailure {
+      // SQLite's message ("disk I/O error"), the system's reason, and what to do about it.
+      return LiaisonError(
+        .system,
+        "The store '\(path)' failed: \(failure.error.message ?? "\(failure.error.resultCode)") (\(failure.errno))."
+          + LiaisonError.advice(for: failure.errno), errno: failure.errno, path: path, cause: failure.error)
+    }
     guard let error = error as? DatabaseError else {
       return LiaisonError(.system, "The store '\(path)' failed: \(error)", path: path, cause: error)
     }
