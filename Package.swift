@@ -159,7 +159,9 @@ let package = Package(
     ),
     .testTarget(
       name: "CLITests",
-      dependencies: ["LiaisonTestSupport", "liaison", .product(name: "GRDB", package: "GRDB.swift")],
+      dependencies: [
+        "LiaisonTestSupport", "liaison", "Liaison", "LiaisonStore", .product(name: "GRDB", package: "GRDB.swift"),
+      ],
       swiftSettings: strictSettings
     ),
   ]

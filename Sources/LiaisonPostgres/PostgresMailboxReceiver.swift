@@ -206,10 +206,15 @@
           let after = reading.withLock { $0.cursor }
           let rows = try await run(
             """
-            SELECT \(unescaped: MailboxRow.columns) FROM liaison.mailbox_message
-            WHERE namespace = \(mailbox.container.namespace.rawValue) AND mailbox = \(name.rawValue)
-              AND position > \(after) AND quarantine_reason IS NULL
-            ORDER BY position LIMIT \(max(limit, readAhead))
+            SELECT \(unescaped: MailboxRow.columns) FROM (
+              SELECT \(unescaped: MailboxRow.columns),
+                sum(octet_length(payload)) OVER (ORDER BY position) - octet_length(payload) AS bytes_before
+              FROM liaison.mailbox_message
+              WHERE namespace = \(mailbox.container.namespace.rawValue) AND mailbox = \(name.rawValue)
+                AND position > \(after) AND quarantine_reason IS NULL
+              ORDER BY position LIMIT \(max(limit, readAhead))) AS ahead
+            WHERE bytes_before < \(MailboxLimits.readAheadBytes)
+            ORDER BY position
             """, doing: "receive from the mailbox '\(name)'"
           ).map { row throws(LiaisonError) in try MailboxRow(row, mailbox: name) }
           // Another task of this receiver may have read the same rows meanwhile: what it read

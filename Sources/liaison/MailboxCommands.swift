@@ -4,6 +4,12 @@ import Liaison
 import LiaisonCommandLine
 import LiaisonStore
 
+extension MailboxPayload {
+  var isData: Bool {
+    if case .data = self { true } else { false }
+  }
+}
+
 /// A mailbox message as `receive` and `peek` print it.
 struct MessageReport {
   let id: String
@@ -15,7 +21,8 @@ struct MessageReport {
   /// The payload as text on one line (``DefaultsCommand/oneLine(_:)``): its JSON, or
   /// `data:BASE64` for raw bytes; then the quarantine reason, if any.
   var text: String {
-    let shown = DefaultsCommand.oneLine(shownPayload)
+    // Base64 is one line of visible characters already.
+    let shown = payload.isData ? shownPayload : DefaultsCommand.oneLine(shownPayload)
     return quarantineReason.map { "\(shown)\t(quarantined: \(CommandLineText.visible($0)))" } ?? shown
   }
 

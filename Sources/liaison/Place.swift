@@ -177,11 +177,15 @@ extension SharedContainer: CommandPlace {
   func presenceReports() async throws -> [(name: String, report: Result<PresenceReport, any Error>)] {
     let table = FileLockTable.read()
     var reports: [(name: String, report: Result<PresenceReport, any Error>)] = []
+    let folder = try existingPrivateFolder(.presence)
     // One presence at a time: each keeps a descriptor while it lives.
     for name in try presenceNames() {
       let presence = try self.presence(name.rawValue)
       do {
         let report = try await PresenceReport.of(name: presence.name) { try presence.holder(in: table) }
+        // A file that is empty and free was never claimed (a claim that failed on a full disk
+        // leaves one): left out.
+        if !report.active, try folder?.inspectFile(name.rawValue)?.st_size == 0 { continue }
         reports.append((presence.name.rawValue, .success(report)))
       } catch {
         reports.append((presence.name.rawValue, .failure(error)))

@@ -76,16 +76,29 @@ extension MailboxReceiver: CommandReceiver {}
 extension SharedContainer: CommandStores {
   var placeName: PlaceName { .container(directory) }
 
-  /// Every lock's state from one read of the kernel's table of locks, taking none of them.
+  /// Every lock's state from one read of the kernel's table of locks, taking none of them. A
+  /// lock whose first fencing token was never written (its counter made empty, as a `liaison
+  /// lock` that failed on a full disk leaves it) and that is free is left out.
   func lockStates() async throws -> [(name: String, state: Result<String, any Error>)]? {
     let table = FileLockTable.read()
-    return try locks().map { lock in
+    let counters = try existingPrivateFolder(.locks).flatMap { folder throws(LiaisonError) in
+      try PrivateFolder.openIfExists(FencingCounter.folderName, in: folder.descriptor, parentPath: folder.path)
+    }
+    return try locks().filter { lock throws(LiaisonError) in
+      guard try counters?.inspectFile(lock.name.rawValue)?.st_size == 0, let table else { return true }
+      return try lock.probe(in: table) != .unlocked
+    }.map { lock in
       (lock.name.rawValue, Result<String, any Error> { "\(try table.map { try lock.probe(in: $0) } ?? .unknown)" })
     }
   }
 
+  /// A signal whose file is empty was never posted nor set (a post that failed on a full disk
+  /// leaves one): it is left out.
   func signalReports() async throws -> [(name: String, state: Result<UInt64, any Error>)] {
-    try signalNames().map { name in
+    let folder = try existingPrivateFolder(.signals)
+    return try signalNames().filter { name throws(LiaisonError) in
+      try folder?.inspectFile(name.rawValue).map { $0.st_size > 0 } ?? false
+    }.map { name in
       (name.rawValue, Result<UInt64, any Error> { try signal(name.rawValue).state })
     }
   }

@@ -89,6 +89,28 @@ struct InspectionTests {
     #expect(json.output.contains("\"name\":\"inbox\",\"part\":\"mailboxes\""), "\(json.output)")
   }
 
+  /// A post, a claim and a lock that failed on a full disk (the failure injected into their files'
+  /// writes) leave no signal, presence or lock for `status` to list: what their files hold says
+  /// that nothing was ever posted, claimed or given a token (before, each was listed).
+  @Test func writesThatFailedOnAFullDiskLeaveNothingListed() throws {
+    #expect(try liaison(["post", "other"]).status == 0)
+    let attempts = [
+      ("signals/sig", ["post", "sig"]), ("presence/rec", ["presence", "claim", "rec", "--", "true"]),
+      ("locks/.fencing-tokens/job", ["lock", "job", "--", "true"]),
+    ]
+    for (file, command) in attempts {
+      let failed = try liaison(
+        [
+          "-f", "-o", "/dev/null", "-P", directory.path + "/.liaison/" + file, "-e", "trace=pwrite64,write", "-e",
+          "inject=pwrite64,write:error=ENOSPC", liaisonPath,
+        ] + command, through: "/usr/bin/strace")
+      #expect(failed.status == 70 && failed.errors.contains("The disk is full"), "\(command): \(failed)")
+    }
+    let status = try liaison(["status"])
+    #expect(status.status == 0, "\(status)")
+    #expect(status.output.contains("Presences: none\nLocks: none\nSignals:\n  other\tstate 0\n"), "\(status.output)")
+  }
+
   /// `liaison ARGS`, killed if it has not ended within `seconds` (a bound for failure): exit
   /// status 124 then, as `timeout(1)` reports.
   func liaisonWithin(_ seconds: Int, _ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
@@ -126,7 +148,8 @@ struct InspectionTests {
     #expect(try liaison(["post", "start"]).status == 0)  // the container now exists
     let folder = directory.path + "/.liaison/presence/"
     for index in 0..<10_000 {
-      #expect(FileManager.default.createFile(atPath: folder + String(format: "p%05d", index), contents: nil))
+      // What a claim that ended leaves (here, a record that names no holder).
+      #expect(FileManager.default.createFile(atPath: folder + String(format: "p%05d", index), contents: Data("-".utf8)))
     }
     let claimant = try Peer(container: directory.path)
     try claimant.send(.claim, "p09999")

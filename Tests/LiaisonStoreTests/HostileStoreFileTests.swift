@@ -590,12 +590,6 @@ private func writeFile(_ path: String, _ bytes: [UInt8]) throws {
   try Data(bytes).write(to: URL(fileURLWithPath: path))
 }
 
-/// Whether this build runs under Thread or Address Sanitizer (their runtimes define these).
-private func runsUnderASanitizer() -> Bool {
-  dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
-    || dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__asan_init") != nil
-}
-
 /// The `fcntl` (POSIX) locks this process holds on the file at `path`, as `/proc/locks` lists
 /// them: "READ 128 128" for a shared lock on byte 128.
 private func posixLocks(on path: String) throws -> [String] {

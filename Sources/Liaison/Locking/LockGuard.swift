@@ -132,10 +132,10 @@ extension Locked where Value == LockGuard.GrantState {
 /// A missing or empty counter counts from the counter that versions before it kept in the lock's
 /// file, read once, if that file holds one (decimal digits and a newline), else from 0: tokens
 /// keep growing across the upgrade.
-enum FencingCounter {
+package enum FencingCounter {
   /// The folder of counters, inside a lock's folder: its leading dot keeps it out of the listing
   /// of locks.
-  static let folderName = ".fencing-tokens"
+  package static let folderName = ".fencing-tokens"
   static let maximumLength = 21
 
   /// Adds one to the counter of `lock`, whose exclusive lock the caller holds on `lockDescriptor`,

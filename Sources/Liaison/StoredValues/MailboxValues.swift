@@ -115,6 +115,13 @@ public struct MailboxEntry: Sendable, Hashable {
   }
 }
 
+extension MailboxLimits {
+  /// The most payload bytes a receiver reads from the store at once (it always reads one message
+  /// at least), whatever its batch's count: 256 messages of 1 MiB read at once took 830 MB of
+  /// memory, and a mailbox could not be drained under a 512 MB limit.
+  package static let readAheadBytes = 4 << 20
+}
+
 /// A message's payload in its stored form, for tools that do not know its type.
 public enum MailboxPayload: Sendable, Hashable {
   /// JSON text: any `Codable` payload other than `Data`.

@@ -498,7 +498,7 @@ package struct MessageRow {
 
   static func fetch(
     _ db: Database, _ statements: PreparedStatements, mailbox: LiaisonName, after position: Int64, limit: Int,
-    includingQuarantined: Bool, path: String
+    maximumBytes: Int = .max, includingQuarantined: Bool, path: String
   ) throws -> [MessageRow] {
     try statements.run(MailboxStatements.messages, in: db) { statement in
       statement.bind(1, text: mailbox.rawValue)
@@ -506,7 +506,13 @@ package struct MessageRow {
       statement.bind(3, integer: includingQuarantined ? 1 : 0)
       statement.bind(4, integer: Int64(limit))
       var rows: [MessageRow] = []
-      while try statement.step() { rows.append(try MessageRow(columns: statement, path: path)) }
+      var bytes = 0
+      // At most `limit` rows, and no more once they hold `maximumBytes` of payload.
+      while bytes < maximumBytes, try statement.step() {
+        let row = try MessageRow(columns: statement, path: path)
+        bytes += row.payload?.bytes.count ?? 0
+        rows.append(row)
+      }
       return rows
     }
   }

@@ -205,7 +205,7 @@ public final class MailboxReceiver: Sendable {
           let rows = try store.readOneStatement { db in
             try MessageRow.fetch(
               db, store.statements, mailbox: name, after: after, limit: max(limit, readAhead),
-              includingQuarantined: false, path: store.path)
+              maximumBytes: MailboxLimits.readAheadBytes, includingQuarantined: false, path: store.path)
           }
           guard let last = rows.last else { return delivery }
           reading.readAhead = rows[...]
