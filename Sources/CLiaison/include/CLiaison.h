@@ -35,6 +35,7 @@ static inline void cliaison_signal_word_store(int32_t *word, int32_t value) {
 #include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 /// An eventfd, non-blocking and close-on-exec: the event loop's wake-up.

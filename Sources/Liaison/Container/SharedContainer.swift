@@ -63,7 +63,8 @@ public final class SharedContainer: Sendable {
   ///     should use the same strategies.
   ///   - decoder: makes the `JSONDecoder` they are read with.
   /// - Throws: ``LiaisonError/Code/invalidArgument`` when `directory` does not exist (and
-  ///   `createIfMissing` is `false`) or is a file; ``LiaisonError`` when the directory cannot be
+  ///   `createIfMissing` is `false`), is a file, or is on a network or user-space file system
+  ///   (NFS, SMB, FUSE…), where file locks do not hold; ``LiaisonError`` when the directory cannot be
   ///   created or opened, or when `.liaison` inside it is not a folder of this user's.
   public init(
     directory: String, createIfMissing: Bool = false,
@@ -97,6 +98,7 @@ public final class SharedContainer: Sendable {
       throw LiaisonError.system(error, "open the container folder", path: directory)
     }
     defer { Syscall.close(parent) }
+    if let fileSystem = FileSystems.unsupported(parent) { throw FileSystems.refusal(fileSystem, path: directory) }
     root = try PrivateFolder.open(ContainerLayout.root, in: parent, parentPath: directory)
     lockFolder = try PrivateFolder.open(
       ContainerLayout.Folder.locks.rawValue, in: root.descriptor, parentPath: root.path)
