@@ -20,6 +20,11 @@
       /// Whether the server has answered a statement of the session sent after the one that
       /// took the hold (``markAnswered()``).
       var answered = false
+      /// How many statements run on the connection now (``running(_:)``).
+      var statements = 0
+      /// Whether a heartbeat runs now, and the statements that wait for its end to start.
+      var beating = false
+      var afterBeat: [CheckedContinuation<Void, Never>] = []
     }
 
     let connector: Connector
@@ -120,9 +125,44 @@
     /// The connections left open until this process exits.
     private static let leftOpen = Locked<[PostgresConnection]>([])
 
-    /// One heartbeat; `false` once the hold has ended.
+    /// Runs `statement` on the session's connection, never beside a heartbeat. A statement may
+    /// wait for as long as another process holds the rows it needs (an acknowledgement behind
+    /// another writer's row lock); a heartbeat sent meanwhile would wait behind it on the
+    /// connection with its reply bound running, and end the hold for the statement's wait. So no
+    /// heartbeat is sent while a statement runs (the connection's keepalives watch the server
+    /// then, within the detection bound), and a statement that comes while one is on its way
+    /// waits for its answer (within the reply bound) before it is sent.
+    func running<T: Sendable>(_ statement: () async throws -> T) async throws -> T {
+      await withCheckedContinuation { (afterBeat: CheckedContinuation<Void, Never>) in
+        let waits = state.withLock { state -> Bool in
+          state.statements += 1
+          if state.beating { state.afterBeat.append(afterBeat) }
+          return state.beating
+        }
+        if !waits { afterBeat.resume() }
+      }
+      defer { state.withLock { $0.statements -= 1 } }
+      return try await statement()
+    }
+
+    /// One heartbeat; `false` once the hold has ended. None while a statement runs on the
+    /// connection (``running(_:)``).
     private func heartbeat() async -> Bool {
       guard let connection else { return false }
+      let beats = state.withLock { state -> Bool in
+        guard state.statements == 0 else { return false }
+        state.beating = true
+        return true
+      }
+      guard beats else { return true }
+      defer {
+        let waiting = state.withLock { state in
+          state.beating = false
+          defer { state.afterBeat = [] }
+          return state.afterBeat
+        }
+        for statement in waiting { statement.resume() }
+      }
       let connector = connector
       do {
         // In a task of its own, awaited here: the monitor is cancelled when the hold ends (an

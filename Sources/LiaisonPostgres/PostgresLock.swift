@@ -403,21 +403,26 @@
       do {
         // In a task of its own, awaited here: the statement runs to its end when the caller is
         // cancelled.
+        // The statement itself has no reply bound: it may wait for rows other processes' writes
+        // hold, for as long as they hold them (or `timeout`), and a long transaction elsewhere is
+        // not a dead server. The connection's keepalives notice one within the detection bound.
         let rows = try await Task {
-          let limit = connector.timing.replyTimeout
-          guard let timeout else {
-            return try await Connector.run(
-              query, on: connection, within: limit, logger: connector.quietLogger, committing: committing)
-          }
-          try await Connector.begin(on: connection, lockTimeout: timeout, within: limit, logger: connector.logger)
-          do {
-            let rows = try await Connector.run(query, on: connection, within: nil, logger: connector.quietLogger)
-            _ = try await Connector.run("COMMIT", on: connection, within: limit, logger: connector.quietLogger)
-            return rows
-          } catch  where PostgresErrors.sqlState(error) == PostgresErrors.lockNotAvailable {
-            // The hold stays: roll back, so that the session can serve the next statement.
-            _ = try await Connector.run("ROLLBACK", on: connection, within: limit, logger: connector.quietLogger)
-            throw PostgresErrors.translate(error, doing: what, timeout: timeout)
+          try await session.running {
+            let limit = connector.timing.replyTimeout
+            guard let timeout else {
+              return try await Connector.run(
+                query, on: connection, within: nil, logger: connector.quietLogger, committing: committing)
+            }
+            try await Connector.begin(on: connection, lockTimeout: timeout, within: limit, logger: connector.logger)
+            do {
+              let rows = try await Connector.run(query, on: connection, within: nil, logger: connector.quietLogger)
+              _ = try await Connector.run("COMMIT", on: connection, within: limit, logger: connector.quietLogger)
+              return rows
+            } catch  where PostgresErrors.sqlState(error) == PostgresErrors.lockNotAvailable {
+              // The hold stays: roll back, so that the session can serve the next statement.
+              _ = try await Connector.run("ROLLBACK", on: connection, within: limit, logger: connector.quietLogger)
+              throw PostgresErrors.translate(error, doing: what, timeout: timeout)
+            }
           }
         }.value
         session.markAnswered()
