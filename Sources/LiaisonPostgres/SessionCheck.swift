@@ -8,13 +8,17 @@
     /// Proxy). Liaison's locks, claims and `LISTEN`s live in the session of one connection;
     /// through such a pooler they would belong to whichever client gets the session next.
     ///
-    /// Two connections of this process ask the server which session (backend) they run in: the
-    /// first outside a transaction, then the second inside one, then the first again. Each
-    /// connection of a server has a session of its own for as long as it is open, so the two
-    /// differ and the first's stays the same. A transaction pooler gives the second the session
-    /// the first has just given back (PgBouncer hands out its most recently used one first), or
-    /// the first another one: either shows. A pooler in session mode keeps a session per client
-    /// connection, as a server does, and passes.
+    /// A connection of this process learns which session (backend) its statements run in; then
+    /// other connections take a session each and keep it, each in a transaction, and both are
+    /// asked again, up to ``sessionCheckRounds`` times. Each connection of a server has a session
+    /// of its own for as long as it is open, so the first's never changes and no other sees it.
+    /// A transaction pooler gives each transaction any idle session: the first's, given back
+    /// after its statement, is idle, and is handed out before any new one is opened. With the
+    /// most recently used one first (PgBouncer's default), the next transaction gets it; in turn
+    /// (`server_round_robin`), the first's next statement gets another; either way it shows
+    /// within a round, since the other connections keep theirs. (A single check of two
+    /// connections passed every time in turn with two idle sessions.) A pooler in session mode
+    /// keeps a session per client connection, as a server does, and passes.
     ///
     /// With leases (``holdsAreLeases``), no session needs to be its own; only a statement pooler,
     /// which refuses transactions, is refused.
@@ -24,38 +28,41 @@
         return
       }
       let first = try await connect()
-      let second: PostgresConnection
+      var others: [PostgresConnection] = []
       do {
-        second = try await connect()
-      } catch {
-        close(first)
-        throw error
-      }
-      do {
-        let before = try await backend(of: first)
-        do {
-          _ = try await Self.run("BEGIN", on: second, within: timing.replyTimeout, logger: quietLogger)
-        } catch let error as PSQLError
-          where error.serverInfo?[.message]?.contains("not allowed in statement pooling mode") == true
-        {
-          throw Self.sharedSessions  // PgBouncer in statement mode refuses transactions
+        let session = try await backend(of: first)
+        for _ in 0..<Self.sessionCheckRounds {
+          let other = try await connect()
+          others.append(other)
+          do {
+            _ = try await Self.run("BEGIN", on: other, within: timing.replyTimeout, logger: quietLogger)
+          } catch let error as PSQLError
+            where error.serverInfo?[.message]?.contains("not allowed in statement pooling mode") == true
+          {
+            throw Self.sharedSessions  // PgBouncer in statement mode refuses transactions
+          }
+          let otherSession = try await backend(of: other)
+          let firstSession = try await backend(of: first)
+          if otherSession == session || firstSession != session { throw Self.sharedSessions }
         }
-        let other = try await backend(of: second)
-        let after = try await backend(of: first)
-        _ = try await Self.run("ROLLBACK", on: second, within: timing.replyTimeout, logger: quietLogger)
+        for other in others {
+          _ = try await Self.run("ROLLBACK", on: other, within: timing.replyTimeout, logger: quietLogger)
+        }
         giveBack(first)
-        giveBack(second)
-        if other == before || after != before { throw Self.sharedSessions }
+        for other in others { giveBack(other) }
       } catch let error as LiaisonError {
         close(first)
-        close(second)
+        for other in others { close(other) }
         throw error
       } catch {
         close(first)
-        close(second)
+        for other in others { close(other) }
         throw PostgresErrors.translate(error, doing: "check that each connection has a session of its own")
       }
     }
+
+    /// How many other connections ``checkSessionsAreOwn()`` holds a session with, at most.
+    static let sessionCheckRounds = 3
 
     /// Refuses an endpoint that refuses transactions (a pooler in statement mode).
     private func checkTransactionsRun() async throws(LiaisonError) {

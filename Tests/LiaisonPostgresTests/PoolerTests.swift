@@ -18,12 +18,12 @@
     private var namespace: String { "pooled-\(UInt32.random(in: 0...UInt32.max))" }
 
     /// A throwaway server with a PgBouncer in `mode` in front of it (both removed by ``remove(_:_:)``).
-    private static func serverBehindPooler(_ mode: PgBouncerTestServer.PoolMode) throws
+    private static func serverBehindPooler(_ mode: PgBouncerTestServer.PoolMode, settings: [String] = []) throws
       -> (PostgresTestServer, PgBouncerTestServer)
     {
       let server = try PostgresTestServer.start()
       do {
-        return (server, try PgBouncerTestServer.start(in: server, mode: mode))
+        return (server, try PgBouncerTestServer.start(in: server, mode: mode, settings: settings))
       } catch {
         server.remove()
         throw error
@@ -63,6 +63,30 @@
         #expect(refused?.message.contains("refuses transactions") == true, "\(String(describing: refused))")
         #expect(try server.psql("SELECT count(*) FROM pg_namespace WHERE nspname = 'liaison'") == "0")
       }
+    }
+
+    /// A transaction pooler that hands out its idle sessions in turn (`server_round_robin`) or
+    /// the most recently used first, with several idle sessions: opening a place without
+    /// `pool_mode=transaction` is refused every time (as `liaison` opens it: no command runs), and
+    /// nothing is set up on the server. (Before,
+    /// in turn with two idle sessions, the check passed every time, and lock sections overlapped.)
+    @Test(.enabled(if: Self.mustRun, Self.message), arguments: [(true, 2), (false, 2), (true, 1), (true, 5)])
+    func aTransactionPoolerIsRefusedEveryTime(_ inTurn: Bool, idle: Int) async throws {
+      let (server, bouncer) = try Self.serverBehindPooler(
+        .transaction, settings: ["server_round_robin = \(inTurn ? 1 : 0)"])
+      defer { Self.remove(server, bouncer) }
+      // `idle` sessions in the pool: as many transactions held at once, then ended.
+      let sessions = try (0..<idle).map { _ in try RawSession(bouncer: bouncer, of: server) }
+      for session in sessions { try session.run("BEGIN; SELECT 1;") }
+      for session in sessions { try session.run("COMMIT;") }
+      for attempt in 0..<10 {
+        let error = await #expect(throws: LiaisonError.self, "attempt \(attempt)") {
+          try await PostgresContainer(url: bouncer.url, namespace: namespace)
+        }
+        #expect(error?.message.contains("add pool_mode=transaction") == true, "\(String(describing: error))")
+      }
+      #expect(try server.psql("SELECT count(*) FROM pg_namespace WHERE nspname = 'liaison'") == "0")
+      for session in sessions { session.end() }
     }
 
     // MARK: Leases (pool_mode=transaction)

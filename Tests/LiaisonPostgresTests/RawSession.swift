@@ -8,9 +8,16 @@
     let pid: String
 
     init(_ server: PostgresTestServer) throws {
-      child = try ChildProcess(
-        server.psqlCommand(host: "127.0.0.1")[0], Array(server.psqlCommand(host: "127.0.0.1").dropFirst()),
-        errors: .pipe)
+      try self.init(command: server.psqlCommand(host: "127.0.0.1"))
+    }
+
+    /// A session through `bouncer`, in front of `server`.
+    init(bouncer: PgBouncerTestServer, of server: PostgresTestServer) throws {
+      try self.init(command: [server.psqlCommand(host: "127.0.0.1")[0], "-X", "-A", "-t", "-d", bouncer.url])
+    }
+
+    private init(command: [String]) throws {
+      child = try ChildProcess(command[0], Array(command.dropFirst()), errors: .pipe)
       child.write("SELECT 'pid ' || pg_backend_pid();")
       var line = ""
       while !line.hasPrefix("pid ") { line = try child.readLine() }

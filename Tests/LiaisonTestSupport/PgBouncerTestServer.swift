@@ -59,11 +59,14 @@ public final class PgBouncerTestServer: Sendable {
   /// The URL of the server's test database through the pooler.
   public var url: String { "postgres://liaison@127.0.0.1:\(port)/liaison?sslmode=disable" }
 
-  /// Starts a PgBouncer in `mode` in front of `server` (its first listen address and port).
+  /// Starts a PgBouncer in `mode` in front of `server` (its first listen address and port), with
+  /// the further `settings` of its `[pgbouncer]` section (`server_round_robin = 1`).
   ///
   /// - Throws: ``TestInfrastructureError`` when PgBouncer is missing or does not start, with
   ///   its log.
-  public static func start(in server: PostgresTestServer, mode: PoolMode) throws -> PgBouncerTestServer {
+  public static func start(
+    in server: PostgresTestServer, mode: PoolMode, settings: [String] = []
+  ) throws -> PgBouncerTestServer {
     guard let binary else { throw TestInfrastructureError(unavailableReason!) }
     let folder = try makeServerUserFolder(prefix: "liaison-pgbouncer")
     let watchdog: Watchdog
@@ -92,6 +95,7 @@ public final class PgBouncerTestServer: Sendable {
           server_login_retry = 1
           logfile = \(folder)/pgbouncer.log
           pidfile = \(folder)/pgbouncer.pid
+          \(settings.joined(separator: "\n"))
 
           """
         try writeServerUserFile(folder + "/pgbouncer.ini", configuration)
