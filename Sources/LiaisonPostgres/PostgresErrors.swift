@@ -7,6 +7,8 @@
   enum PostgresErrors {
     /// PostgreSQL's `lock_not_available`: a `lock_timeout` passed.
     static let lockNotAvailable = "55P03"
+    /// PostgreSQL's `query_canceled`: a `statement_timeout` passed, or an operator cancelled.
+    static let queryCanceled = "57014"
 
     /// The SQLSTATE of a server error, if `error` is one.
     static func sqlState(_ error: (any Error)?) -> String? {
@@ -42,6 +44,15 @@
             cause: error)
         }
         let message = info[.message] ?? "no message"
+        if state == queryCanceled, message.contains("statement timeout") {
+          return LiaisonError(
+            .timedOut,
+            "Could not \(what): the server cancelled the statement when its statement_timeout passed (a setting of "
+              + "the server, the database or the role, not Liaison's). Liaison's statements wait as long as their "
+              + "own timeout says (a lock's wait, a write behind another's): set statement_timeout to 0 for Liaison's "
+              + "role (ALTER ROLE … SET statement_timeout = 0), or longer than those waits.",
+            cause: error)
+        }
         // Class 57 (operator intervention: shutdown, terminated), 08 (connection exception).
         let code: LiaisonError.Code = state.hasPrefix("57") || state.hasPrefix("08") ? .unavailable : .system
         return LiaisonError(code, "Could not \(what): the server said \(message) (SQLSTATE \(state)).", cause: error)
