@@ -82,8 +82,29 @@
       Self.releaseInBackground(kind, holder: holder, connector: connector)
     }
 
-    var isHeld: Bool { state.withLock { $0.held } }
-    var loss: LiaisonError? { state.withLock { $0.end.loss } }
+    /// Whether the lease is held and trusted now: a holder whose trust has run out (its process
+    /// stopped, or swapped out, or its renewals too slow) reads `false` at once, and the loss,
+    /// whether or not the monitor's task has had a thread since to notice.
+    var isHeld: Bool {
+      endIfUntrusted()
+      return state.withLock { $0.held }
+    }
+
+    /// Why the lease was lost, once it was (its trust running out included, as for ``isHeld``).
+    var loss: LiaisonError? {
+      endIfUntrusted()
+      return state.withLock { $0.end.loss }
+    }
+
+    /// Ends the lease as lost if its trust has run out while it was held.
+    private func endIfUntrusted() {
+      guard state.withLock({ $0.held && $0.trustedUntil <= .now }) else { return }
+      lose(Self.untrusted)
+    }
+
+    private static let untrusted =
+      "its lease could not be renewed in time (a cut network, a server or pooler stopped or overloaded, or this "
+      + "process stopped or too busy to renew it), and others may take it once it ends"
 
     /// Waits until the lease is lost and returns why; `nil` once released.
     func waitForLoss() async throws(LiaisonError) -> LiaisonError? {
@@ -174,9 +195,7 @@
       case .ended:
         return false
       case .lost:
-        lose(
-          "its lease could not be renewed in time (a cut network, or a server or pooler stopped or overloaded), and "
-            + "others may take it once it ends")
+        lose(Self.untrusted)
         return false
       case .wait:
         return true

@@ -83,6 +83,9 @@ let placeCommands: [PeerCommandHandler] = [
     if let held = placeGuards.removeValue(forKey: words[1]) { awaitingUnlock(held) }
     return "unlocked"
   },
+  PeerCommandHandler(.placeIsheld, "NAME   reads the held lock's isHeld at once → ok held | ok not-held") { words in
+    placeGuards[words[1]]?.isHeld == true ? "held" : "not-held"
+  },
   PeerCommandHandler(.placeLost, "NAME   waits until the held lock is lost → ok lost MONOTONIC-NS | ok unlocked") {
     words in
     guard let held = placeGuards[words[1]] else { return "unlocked" }

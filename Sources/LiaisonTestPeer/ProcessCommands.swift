@@ -4,6 +4,7 @@ import Foundation
 import GRDB
 import Liaison
 import LiaisonStore
+import LiaisonTestSupport
 
 #if canImport(Glibc)
   import Glibc
@@ -18,6 +19,17 @@ let processCommands: [PeerCommandHandler] = [
   PeerCommandHandler(.counts, "→ ok DESCRIPTORS THREADS") { _ in
     let (descriptors, threads) = counts()
     return "\(descriptors) \(threads)"
+  },
+  PeerCommandHandler(
+    .busyPool,
+    "MS   keeps every thread of the cooperative pool busy for MS ms of the monotonic clock (a stop included) → ok busy"
+  ) { words in
+    let until = monotonicNanoseconds() + UInt64(words[1])! * 1_000_000
+    // Twice the pool's width, at the highest priority: no other task of the pool runs meanwhile.
+    for _ in 0..<(2 * ProcessInfo.processInfo.activeProcessorCount) {
+      Task.detached(priority: .high) { while monotonicNanoseconds() < until {} }
+    }
+    return "busy"
   },
   PeerCommandHandler(.threadsNamed, "NAME  → ok COUNT (threads of this process called NAME)") { words in
     String(threadNames().filter { $0 == words[1] }.count)

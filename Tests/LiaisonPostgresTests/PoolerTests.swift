@@ -91,6 +91,26 @@
 
     // MARK: Leases (pool_mode=transaction)
 
+    /// A lease holder whose process is stopped (SIGSTOP) for longer than its trust: the first
+    /// thing it reads when it resumes, `isHeld`, is `false`, while its cooperative pool is too busy
+    /// for the lease's monitor to run (before, the flag stayed `true` until that task had a thread
+    /// and noticed, and the code under the lock went on). The bound here is 3 s, trusted for 1.8 s.
+    @Test(.enabled(if: Self.mustRun, Self.message))
+    func aLeaseHolderStoppedPastItsTrustReadsNotHeldWhenItResumes() throws {
+      let place = try BackendPlace(.pooled)
+      let holder = try place.peer(environment: ["LIAISON_TEST_DETECTION_BOUND": "3"])
+      #expect(try holder.send(.placeLock, "job").hasPrefix("locked "))
+      #expect(try holder.send(.placeIsheld, "job") == "held")
+      // Its cooperative pool busy until 2 s after it resumes: the lease's monitor cannot run then.
+      #expect(try holder.send(.busyPool, "6000") == "busy")
+      holder.child.kill(SIGSTOP)
+      let stoppedAt = monotonicNanoseconds()
+      // Stopped past its trust: the time is the subject here (the holder runs nothing meanwhile).
+      try waitUntil("4 s pass", timeout: 60) { milliseconds(from: stoppedAt, to: monotonicNanoseconds()) >= 4000 }
+      holder.child.kill(SIGCONT)
+      #expect(try holder.send(.placeIsheld, "job") == "not-held")
+    }
+
     /// Through a transaction pooler with `pool_mode=transaction`, a lock and a claim are leases:
     /// rows with a holder and an end, and no advisory lock on the server. A lease and a session
     /// (a container connected directly) exclude each other both ways, and the fencing token grows

@@ -70,6 +70,7 @@ public enum PeerCommand: String, CaseIterable, Sendable {
   // The peer's own process (ProcessCommands.swift)
   case counts
   case threadsNamed = "threads-named"
+  case busyPool = "busy-pool"
   case suspend
   case resume
   case grdbSuspend = "grdb-suspend"
@@ -85,6 +86,7 @@ public enum PeerCommand: String, CaseIterable, Sendable {
   case placeTrylock = "place-trylock"
   case placeUnlock = "place-unlock"
   case placeLost = "place-lost"
+  case placeIsheld = "place-isheld"
   case placeClaim = "place-claim"
   case placeRelease = "place-release"
   case placeHolder = "place-holder"
