@@ -32,6 +32,10 @@ struct DefaultsCommand: AsyncParsableCommand {
   /// (a line break, tab or carriage return, which valid JSON has only between its tokens) as
   /// spaces, and every other control character escaped (``CommandLineText/visible(_:)``).
   static func oneLine(_ shown: String) -> String {
+    // Most text has no layout to change: then only the escaping pass, which returns it as it is.
+    guard shown.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) else {
+      return CommandLineText.visible(shown)
+    }
     var layout = ""
     layout.unicodeScalars.append(
       contentsOf: shown.unicodeScalars.map { $0 == "\n" || $0 == "\r" || $0 == "\t" ? " " : $0 })
