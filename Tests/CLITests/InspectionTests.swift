@@ -18,8 +18,10 @@ struct InspectionTests {
   func liaison(_ arguments: [String], through program: String = liaisonPath) throws -> (
     status: Int32, output: String, errors: String
   ) {
+    let environment = ["LIAISON_CONTAINER": directory.path]
     let child = try ChildProcess(
-      program, arguments, environment: ["LIAISON_CONTAINER": directory.path], errors: .pipe)
+      program, arguments, environment: program.hasSuffix("strace") ? environmentUnderPtrace(environment) : environment,
+      errors: .pipe)
     let (output, errors, termination) = child.finish()
     return (termination.shellStatus, output, errors)
   }
