@@ -78,37 +78,41 @@
     /// wait is the subject here, not a synchronisation: the heartbeat would fire in it.
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func anAcknowledgementWaitingBehindARowLockKeepsItsClaim() async throws {
-      let backend = try BackendPlace(.postgres)
-      let server = try #require(backend.server)
-      let place = try await backend.open() as! PostgresContainer
-      let inbox = try await place.mailbox("inbox")
-      try await inbox.sendAll([1, 2])
-      let receiver = try await inbox.receiver()
-      let received = try await receiver.receive(Int.self, limit: 2)
-      let session = try RawSession(server)
-      defer { session.end() }
-      try session.run(
-        """
-        BEGIN;
-        SELECT 1 FROM liaison.mailbox_receipt WHERE namespace = '\(backend.namespace)' AND name = 'inbox' FOR UPDATE;
-        """)
-      let timedOut = await #expect(throws: LiaisonError.self) {
-        try await receiver.acknowledge(received[0], timeout: .seconds(1))
+      // On a thread of its own: its blocking calls (psql, the server's start and stop, a child's
+      // end) never hold a thread of the cooperative pool that the suites beside it need.
+      try await withTaskExecutorPreference(OwnThreadExecutor()) {
+        let backend = try BackendPlace(.postgres)
+        let server = try #require(backend.server)
+        let place = try await backend.open() as! PostgresContainer
+        let inbox = try await place.mailbox("inbox")
+        try await inbox.sendAll([1, 2])
+        let receiver = try await inbox.receiver()
+        let received = try await receiver.receive(Int.self, limit: 2)
+        let session = try RawSession(server)
+        defer { session.end() }
+        try session.run(
+          """
+          BEGIN;
+          SELECT 1 FROM liaison.mailbox_receipt WHERE namespace = '\(backend.namespace)' AND name = 'inbox' FOR UPDATE;
+          """)
+        let timedOut = await #expect(throws: LiaisonError.self) {
+          try await receiver.acknowledge(received[0], timeout: .seconds(1))
+        }
+        #expect(timedOut?.code == .timedOut, "\(String(describing: timedOut))")
+        let acknowledging = Task { try await receiver.acknowledge(received) }
+        try await waitUntilOffThePool("the acknowledgement waits for the receipt's row", timeout: 300) {
+          try session.blocksAnother(server)
+        }
+        let bound = place.detectionBound
+        try await Task.sleep(for: bound / 5 * 2 + bound / 7)
+        #expect(receiver.loss == nil, "\(String(describing: receiver.loss))")
+        try session.run("COMMIT;")
+        try await acknowledging.value
+        #expect(receiver.loss == nil)
+        #expect(try await inbox.count() == 0)
+        await receiver.close()
+        await place.close()
       }
-      #expect(timedOut?.code == .timedOut, "\(String(describing: timedOut))")
-      let acknowledging = Task { try await receiver.acknowledge(received) }
-      try await waitUntilOffThePool("the acknowledgement waits for the receipt's row", timeout: 300) {
-        try session.blocksAnother(server)
-      }
-      let bound = place.detectionBound
-      try await Task.sleep(for: bound / 5 * 2 + bound / 7)
-      #expect(receiver.loss == nil, "\(String(describing: receiver.loss))")
-      try session.run("COMMIT;")
-      try await acknowledging.value
-      #expect(receiver.loss == nil)
-      #expect(try await inbox.count() == 0)
-      await receiver.close()
-      await place.close()
     }
 
     /// Sends and removals do not wait for each other: an acknowledgement goes through while a

@@ -227,45 +227,50 @@
     /// waiter, and every grant, renewal and release of the fleet queued behind the `ALTER`.)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func anUpgradeWhileAnExclusiveWaiterWaitsCompletesAndOtherLocksGoOn() async throws {
-      let (server, database, url) = try newDatabase()
-      let holder = try await PostgresContainer(url: url, namespace: "fleet")
-      let held = try #require(try await holder.lock("job").tryLock())
-      let waiter = try await PostgresContainer(url: url, namespace: "fleet")
-      let waiting = Task { try await waiter.lock("job").lock() }
-      try await waitUntilOffThePool("the waiter waits", timeout: 300) {
-        try server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", database: database)
-          == "1"
-      }
-      // What version 5 left: no index of remembered ids by age.
-      try server.psql(
-        "DROP INDEX liaison.mailbox_acknowledged_by_age; COMMENT ON SCHEMA liaison IS 'Liaison schema 5'",
-        database: database)
-      let finished = Locked(0)
-      let upgrade = Task {
-        let place = try await PostgresContainer(url: url, namespace: "fleet")
-        finished.withLock { $0 += 1 }
-        return place
-      }
-      let other = Task {
-        let place = try await PostgresContainer(url: url, namespace: "other")
-        let lock = try #require(try await place.lock("job").tryLock())
-        await lock.unlock()
-        finished.withLock { $0 += 1 }
-        return place
-      }
-      // A bound for failure: before the fix, neither ever finished.
-      try await waitUntilOffThePool("the upgrade and the other lock finish", timeout: 300) {
-        finished.withLock { $0 } == 2
-      }
-      #expect(
+      // On a thread of its own: its blocking calls (psql, the server's start and stop, a child's
+      // end) never hold a thread of the cooperative pool that the suites beside it need.
+      try await withTaskExecutorPreference(OwnThreadExecutor()) {
+        let (server, database, url) = try newDatabase()
+        let holder = try await PostgresContainer(url: url, namespace: "fleet")
+        let held = try #require(try await holder.lock("job").tryLock())
+        let waiter = try await PostgresContainer(url: url, namespace: "fleet")
+        let waiting = Task { try await waiter.lock("job").lock() }
+        try await waitUntilOffThePool("the waiter waits", timeout: 300) {
+          try server.psql(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", database: database)
+            == "1"
+        }
+        // What version 5 left: no index of remembered ids by age.
         try server.psql(
-          "SELECT obj_description('liaison'::regnamespace, 'pg_namespace'), "
-            + "to_regclass('liaison.mailbox_acknowledged_by_age') IS NOT NULL", database: database)
-          == "\(Schema.comment)|t")
-      await held.unlock()
-      let next = try await waiting.value
-      await next.unlock()
-      for place in [holder, waiter, try await upgrade.value, try await other.value] { await place.close() }
+          "DROP INDEX liaison.mailbox_acknowledged_by_age; COMMENT ON SCHEMA liaison IS 'Liaison schema 5'",
+          database: database)
+        let finished = Locked(0)
+        let upgrade = Task {
+          let place = try await PostgresContainer(url: url, namespace: "fleet")
+          finished.withLock { $0 += 1 }
+          return place
+        }
+        let other = Task {
+          let place = try await PostgresContainer(url: url, namespace: "other")
+          let lock = try #require(try await place.lock("job").tryLock())
+          await lock.unlock()
+          finished.withLock { $0 += 1 }
+          return place
+        }
+        // A bound for failure: before the fix, neither ever finished.
+        try await waitUntilOffThePool("the upgrade and the other lock finish", timeout: 300) {
+          finished.withLock { $0 } == 2
+        }
+        #expect(
+          try server.psql(
+            "SELECT obj_description('liaison'::regnamespace, 'pg_namespace'), "
+              + "to_regclass('liaison.mailbox_acknowledged_by_age') IS NOT NULL", database: database)
+            == "\(Schema.comment)|t")
+        await held.unlock()
+        let next = try await waiting.value
+        await next.unlock()
+        for place in [holder, waiter, try await upgrade.value, try await other.value] { await place.close() }
+      }
     }
 
     /// Eight hosts start at once on a database without the schema: every one opens, and the

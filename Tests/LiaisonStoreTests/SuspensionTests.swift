@@ -127,7 +127,9 @@ struct SuspensionTests {
     try await other.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE") }
     let waitsBefore = SharedDefaults.sqliteBusyWaits
     let write = Task.detached { try await defaults.set(2, for: key) }
-    try waitUntil("the write waits for SQLite's lock") { SharedDefaults.sqliteBusyWaits > waitsBefore }
+    try await waitUntilOffThePool("the write waits for SQLite's lock", timeout: 300) {
+      SharedDefaults.sqliteBusyWaits > waitsBefore
+    }
     container.suspend()
     await #expect(throws: LiaisonError.self) { try await write.value }
     try await other.writeWithoutTransaction { db in try db.execute(sql: "ROLLBACK") }
