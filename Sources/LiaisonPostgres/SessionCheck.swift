@@ -16,7 +16,7 @@
     /// after its statement, is idle, and is handed out before any new one is opened. With the
     /// most recently used one first (PgBouncer's default), the next transaction gets it; in turn
     /// (`server_round_robin`), the first's next statement gets another; either way it shows
-    /// within a round, since the other connections keep theirs. (A single check of two
+    /// within two rounds, since the other connections keep theirs. (A single check of two
     /// connections passed every time in turn with two idle sessions.) A pooler in session mode
     /// keeps a session per client connection, as a server does, and passes.
     ///
@@ -45,11 +45,9 @@
           let firstSession = try await backend(of: first)
           if otherSession == session || firstSession != session { throw Self.sharedSessions }
         }
-        for other in others {
-          _ = try await Self.run("ROLLBACK", on: other, within: timing.replyTimeout, logger: quietLogger)
-        }
         giveBack(first)
-        for other in others { giveBack(other) }
+        // Closed, not kept: the check's connections are not what the container goes on to need.
+        for other in others { close(other) }
       } catch let error as LiaisonError {
         close(first)
         for other in others { close(other) }
@@ -61,8 +59,10 @@
       }
     }
 
-    /// How many other connections ``checkSessionsAreOwn()`` holds a session with, at most.
-    static let sessionCheckRounds = 3
+    /// How many other connections ``checkSessionsAreOwn()`` holds a session with, at most: two
+    /// show either way of handing out idle sessions, with one idle session or more (the first
+    /// round, unless there are exactly two in turn: the second).
+    static let sessionCheckRounds = 2
 
     /// Refuses an endpoint that refuses transactions (a pooler in statement mode).
     private func checkTransactionsRun() async throws(LiaisonError) {

@@ -194,7 +194,7 @@ struct PresenceEdgeTests {
         }
       }
     }
-    try await waitUntilAsync("both iterators have the current state", timeout: 10) {
+    try await waitUntilAsync("both iterators have the current state", timeout: 60) {
       firsts.withLock { $0 } == [.released] && seconds.withLock { $0 } == [.released]
     }
     let claim = try recording.claim()
@@ -220,7 +220,7 @@ struct PresenceEdgeTests {
     try await waitUntilAsync("both iterators are made") { ready.withLock { $0 } == 2 }
     let poster = try Peer(container: directory.path)
     try poster.send(.post, "notes-changed", "9")
-    try await waitUntilAsync("both iterators have the post", timeout: 10) { states.withLock { $0 } == [9, 9] }
+    try await waitUntilAsync("both iterators have the post", timeout: 60) { states.withLock { $0 } == [9, 9] }
   }
 }
 
