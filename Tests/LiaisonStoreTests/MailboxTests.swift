@@ -432,7 +432,9 @@ extension MailboxTests {
     let receiver = try await container.mailbox("idle").receiver()
     let started = Locked(false)
     let waiting = Task {
-      try await within(seconds: 10) { () async -> LiaisonError.Code? in
+      // A bound for failure (a receive that goes on waiting), not for speed: 10 s passed under
+      // AddressSanitizer with every suite running beside it.
+      try await within(seconds: 60) { () async -> LiaisonError.Code? in
         started.withLock { $0 = true }
         do {
           _ = try await receiver.receive(String.self)
