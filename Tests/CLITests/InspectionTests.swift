@@ -20,7 +20,8 @@ struct InspectionTests {
   ) {
     let environment = ["LIAISON_CONTAINER": directory.path]
     let child = try ChildProcess(
-      program, arguments, environment: program.hasSuffix("strace") ? environmentUnderPtrace(environment) : environment,
+      program, arguments,
+      environment: program.hasSuffix("strace") ? environmentWithoutLeakCheck(environment) : environment,
       errors: .pipe)
     let (output, errors, termination) = child.finish()
     return (termination.shellStatus, output, errors)

@@ -222,7 +222,7 @@ struct OutputAndInputTests {
       ] {
         let child = try ChildProcess(
           "/bin/sh", ["-c", "ulimit -n \(limit) && exec \"$0\" \"$@\"", liaisonPath] + command,
-          environment: ["LIAISON_CONTAINER": directory.path], errors: .pipe)
+          environment: environmentWithoutLeakCheck(["LIAISON_CONTAINER": directory.path]), errors: .pipe)
         let (_, errors, termination) = child.finish()
         guard termination.shellStatus == 70 else { continue }
         #expect(
@@ -368,7 +368,7 @@ struct OutputAndInputTests {
           "-f", "-o", "/dev/null", "-P", directory.path + "/.liaison/store/defaults.sqlite" + log, "-e",
           "trace=pwrite64", "-e", "inject=pwrite64:error=EDQUOT", liaisonPath, "defaults", "write", "d", "k", "w",
         ],
-        environment: environmentUnderPtrace(["LIAISON_CONTAINER": directory.path]), errors: .pipe)
+        environment: environmentWithoutLeakCheck(["LIAISON_CONTAINER": directory.path]), errors: .pipe)
       let (_, errors, termination) = child.finish()
       #expect(termination.shellStatus == 70, "\(log): \(errors)")
       #expect(errors.contains("(Disk quota exceeded). The user's disk quota is used up"), "\(log): \(errors)")

@@ -11,10 +11,12 @@ public func runsUnderASanitizer() -> Bool {
     || dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__asan_init") != nil
 }
 
-/// The environment of a child that runs under `strace` (ptrace): LeakSanitizer, which stops the
-/// process's threads with ptrace itself at exit, cannot run there and fails the process (exit 1,
-/// and a report), so it is off for that child. The rest of AddressSanitizer runs as usual.
-public func environmentUnderPtrace(_ environment: [String: String]) -> [String: String] {
+/// The environment of a child whose LeakSanitizer could not run: one under `strace` (ptrace),
+/// or one out of descriptors. LeakSanitizer's check at exit stops the process's threads with
+/// ptrace, and needs descriptors of its own: under ptrace it fails the process (exit 1, and a
+/// report); out of descriptors it waits for ever. So it is off for that child; the rest of
+/// AddressSanitizer runs as usual.
+public func environmentWithoutLeakCheck(_ environment: [String: String]) -> [String: String] {
   let options = getenv("ASAN_OPTIONS").map { String(cString: $0) + ":" } ?? ""
   return environment.merging(["ASAN_OPTIONS": options + "detect_leaks=0"]) { $1 }
 }
