@@ -56,14 +56,9 @@ enum CommitRecord {
     configuration.readonly = true
     guard let connection = try? DatabaseQueue(path: sqlitePath, configuration: configuration) else { return }
     defer { try? connection.close() }
-    let found = try? connection.read { db -> (Int64, Int64)? in
-      guard try db.tableExists("liaison_commits") else { return nil }
-      return try Row.fetchOne(db, sql: "SELECT identity, count FROM liaison_commits WHERE id = 0")
-        .map { ($0[0], $0[1]) }
-    }
-    guard let (identity, count) = found ?? nil else { return }
+    guard let (identity, count) = (try? connection.read(stored)) ?? nil else { return }
     let counted = UInt64(clamping: count)
-    if record.stamp == UInt64(bitPattern: identity) ^ boot, record.commits > counted {
+    if record.stamp == stamp(identity, boot), record.commits > counted {
       throw LiaisonError(
         .corruptFile,
         "The store '\(path)' has lost commits it acknowledged: it holds \(counted) of the \(record.commits) commits "
@@ -82,15 +77,10 @@ enum CommitRecord {
   /// database's of this boot: the next opening under the lock makes it); `nil` when the count is
   /// to be made and the lock is not held.
   static func begin(_ pool: DatabasePool, counters: GenerationCounters, holdingTheLock: Bool) throws -> Bool? {
-    let found = try pool.read { db -> (Int64, Int64)? in
-      guard try db.tableExists("liaison_commits") else { return nil }
-      return try Row.fetchOne(db, sql: "SELECT identity, count FROM liaison_commits WHERE id = 0").map {
-        ($0[0], $0[1])
-      }
-    }
+    let found = try pool.read(stored)
     guard holdingTheLock else {
       guard let (identity, _) = found else { return nil }
-      return bootIdentity.map { counters.commitRecord.stamp == UInt64(bitPattern: identity) ^ $0 } ?? false
+      return bootIdentity.map { counters.commitRecord.stamp == stamp(identity, $0) } ?? false
     }
     let (identity, count) =
       try found
@@ -105,12 +95,21 @@ enum CommitRecord {
         return (identity, 0)
       }
     guard let boot = bootIdentity else { return false }
-    let stamp = UInt64(bitPattern: identity) ^ boot
+    let current = stamp(identity, boot)
     let counted = UInt64(clamping: count)
     let record = counters.commitRecord
-    if record.stamp != stamp || record.commits < counted { counters.commitRecord = (stamp, counted) }
+    if record.stamp != current || record.commits < counted { counters.commitRecord = (current, counted) }
     return true
   }
+
+  /// The database's identity and count, if it has them.
+  private static func stored(_ db: Database) throws -> (identity: Int64, count: Int64)? {
+    guard try db.tableExists("liaison_commits") else { return nil }
+    return try Row.fetchOne(db, sql: "SELECT identity, count FROM liaison_commits WHERE id = 0").map { ($0[0], $0[1]) }
+  }
+
+  /// What a record is made for: the database `identity` in the boot `boot`.
+  private static func stamp(_ identity: Int64, _ boot: UInt64) -> UInt64 { UInt64(bitPattern: identity) ^ boot }
 
   /// This boot of the machine, as a number; `nil` where it cannot be read (then nothing is
   /// recorded, and nothing refused).
