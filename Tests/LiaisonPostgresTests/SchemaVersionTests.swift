@@ -244,23 +244,26 @@
         try server.psql(
           "DROP INDEX liaison.mailbox_acknowledged_by_age; COMMENT ON SCHEMA liaison IS 'Liaison schema 5'",
           database: database)
-        let finished = Locked(0)
+        // Counted when each ends, whether it succeeded or threw: its error shows below. Their
+        // bound is long enough that a sanitizer's slow run is not taken for a dead server.
+        let ended = Locked(0)
         let upgrade = Task {
-          let place = try await PostgresContainer(url: url, namespace: "fleet")
-          finished.withLock { $0 += 1 }
-          return place
+          defer { ended.withLock { $0 += 1 } }
+          return try await PostgresContainer(url: url, namespace: "fleet", detectionBound: .seconds(60))
         }
         let other = Task {
-          let place = try await PostgresContainer(url: url, namespace: "other")
+          defer { ended.withLock { $0 += 1 } }
+          let place = try await PostgresContainer(url: url, namespace: "other", detectionBound: .seconds(60))
           let lock = try #require(try await place.lock("job").tryLock())
           await lock.unlock()
-          finished.withLock { $0 += 1 }
           return place
         }
-        // A bound for failure: before the fix, neither ever finished.
-        try await waitUntilOffThePool("the upgrade and the other lock finish", timeout: 300) {
-          finished.withLock { $0 } == 2
+        // A bound for failure: before the fix, neither ever ended.
+        try await waitUntilOffThePool("the upgrade and the other lock end", timeout: 300) {
+          ended.withLock { $0 } == 2
         }
+        let upgraded = try await upgrade.value
+        let otherPlace = try await other.value
         #expect(
           try server.psql(
             "SELECT obj_description('liaison'::regnamespace, 'pg_namespace'), "
@@ -269,7 +272,7 @@
         await held.unlock()
         let next = try await waiting.value
         await next.unlock()
-        for place in [holder, waiter, try await upgrade.value, try await other.value] { await place.close() }
+        for place in [holder, waiter, upgraded, otherPlace] { await place.close() }
       }
     }
 
