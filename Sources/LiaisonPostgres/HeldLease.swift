@@ -227,10 +227,12 @@
 
     /// Runs `query` in a transaction that first checks, and keeps for its length, this holder's
     /// lease: it runs only while the lease is held, and no other holder can take the lease
-    /// before it commits. Throws the loss when the lease had ended.
+    /// before it commits, while renewals go on beside it. Throws the loss when the lease had
+    /// ended.
     func runFenced(
       _ query: PostgresQuery, doing what: String, committing: Bool, timeout: Duration?
     ) async throws -> [PostgresRow] {
+      guard case .lock(let id, let mode) = kind else { preconditionFailure("only a lock's lease fences work") }
       let connector = connector
       let connection = try await connector.take()
       let limit = connector.timing.replyTimeout
@@ -238,13 +240,17 @@
       do {
         try await Connector.begin(on: connection, lockTimeout: timeout, within: limit, logger: connector.quietLogger)
         let fence = try await Connector.run(
-          Self.fence(kind, holder: holder), on: connection, within: limit, logger: connector.quietLogger)
+          Self.fence(lock: id, mode: mode, holder: holder), on: connection, within: limit, logger: connector.quietLogger
+        )
         if fence.isEmpty {
           _ = try await Connector.run("ROLLBACK", on: connection, within: limit, logger: connector.quietLogger)
           rows = nil
         } else {
-          rows = try await Connector.run(
-            query, on: connection, within: timeout == nil ? limit : nil, logger: connector.quietLogger)
+          // No reply bound, as under a session's hold: the statement may wait for rows other
+          // processes' writes hold, for as long as they hold them (or `timeout`), and its fence
+          // keeps the lease from any other taker meanwhile. The connection's keepalives notice a
+          // dead peer within the detection bound.
+          rows = try await Connector.run(query, on: connection, within: nil, logger: connector.quietLogger)
           _ = try await Connector.run("COMMIT", on: connection, within: limit, logger: connector.quietLogger)
         }
       } catch {
@@ -304,36 +310,49 @@
     /// The server's clock now, in milliseconds since 1970: the unit of shared leases' ends.
     private static let nowMilliseconds = "(extract(epoch FROM clock_timestamp()) * 1000)"
 
+    /// Whether no exclusive lease holds the lock's row: SQL.
+    static let noExclusiveLease = "(lease_end IS NULL OR lease_end <= clock_timestamp())"
+
+    /// Whether no lease holds the lock's row, exclusive or shared: SQL.
+    static let noLease = """
+      \(noExclusiveLease) AND NOT EXISTS (
+        SELECT 1 FROM jsonb_each_text(shared_leases) AS s(holder, ends) WHERE s.ends::float8 > \(nowMilliseconds))
+      """
+
     /// Takes a lock's lease for `holder` if it is free, and for an exclusive one adds one to the
     /// lock's fencing token (committed synchronously, as a session grant's): one row with the
     /// token (0 for shared), none when another holder has it. A session holder (a process
     /// connected directly, or through a session pooler) excludes a lease too: the statement
     /// takes the lock's advisory lock for its transaction, which fails while a session holds it
     /// (and makes a session wait until the lease's row is written, which it then reads).
+    ///
+    /// A row that looks free is locked `FOR UPDATE` first, as every taker locks it, and read
+    /// again: a fenced statement of a holder whose lease ended meanwhile ends first (see
+    /// ``fence(lock:mode:holder:)``). A row held by another lease is not waited for.
     static func take(lock id: Int32, mode: LockMode, holder: String, length: Duration) -> PostgresQuery {
       let milliseconds = Int64(length.clampedNanoseconds / 1_000_000)
       switch mode {
       case .exclusive:
         return """
-          WITH durable AS MATERIALIZED (SELECT set_config('synchronous_commit', 'on', true))
+          WITH durable AS MATERIALIZED (SELECT set_config('synchronous_commit', 'on', true)),
+          taken AS MATERIALIZED (SELECT 1 FROM liaison.lock WHERE id = \(id) AND \(unescaped: noLease) FOR UPDATE)
           UPDATE liaison.lock SET fencing_token = fencing_token + 1, lease_holder = \(holder)::uuid,
             lease_end = clock_timestamp() + \(milliseconds)::float8 * interval '1 millisecond'
-          FROM durable
-          WHERE id = \(id) AND (lease_end IS NULL OR lease_end <= clock_timestamp())
-            AND NOT EXISTS (
-              SELECT 1 FROM jsonb_each_text(shared_leases) AS s(holder, ends)
-              WHERE s.ends::float8 > \(unescaped: nowMilliseconds))
-            AND pg_try_advisory_xact_lock(\(Schema.lockClass), \(id))
+          FROM durable, taken
+          WHERE id = \(id) AND \(unescaped: noLease) AND pg_try_advisory_xact_lock(\(Schema.lockClass), \(id))
           RETURNING fencing_token
           """
       case .shared:
         return """
+          WITH taken AS MATERIALIZED (
+            SELECT 1 FROM liaison.lock WHERE id = \(id) AND \(unescaped: noExclusiveLease) FOR UPDATE)
           UPDATE liaison.lock SET shared_leases = (
               SELECT coalesce(jsonb_object_agg(s.holder, s.ends), '{}'::jsonb)
               FROM jsonb_each(shared_leases) AS s(holder, ends)
               WHERE (s.ends #>> '{}')::float8 > \(unescaped: nowMilliseconds))
             || jsonb_build_object(\(holder)::text, \(unescaped: nowMilliseconds) + \(milliseconds)::float8)
-          WHERE id = \(id) AND (lease_end IS NULL OR lease_end <= clock_timestamp())
+          FROM taken
+          WHERE id = \(id) AND \(unescaped: noExclusiveLease)
             AND pg_try_advisory_xact_lock_shared(\(Schema.lockClass), \(id))
           RETURNING 0::bigint
           """
@@ -400,24 +419,22 @@
       }
     }
 
-    /// One row while `holder`'s lease holds, which it locks (shared) for the transaction: a
-    /// taker waits for that transaction's end, then finds the lease as it is.
-    static func fence(_ kind: Kind, holder: String) -> PostgresQuery {
-      switch kind {
-      case .lock(let id, .exclusive):
+    /// One row while `holder`'s lock lease holds, which it locks `FOR KEY SHARE` for the
+    /// transaction. Takers lock the row `FOR UPDATE` and so wait for that transaction's end, then
+    /// find the lease as it is; renewals and releases update no key, and so never wait for it: a
+    /// fenced statement that waits (behind another writer's row lock, for its own timeout) keeps
+    /// its lease renewed meanwhile.
+    static func fence(lock id: Int32, mode: LockMode, holder: String) -> PostgresQuery {
+      switch mode {
+      case .exclusive:
         return """
           SELECT 1 FROM liaison.lock
-          WHERE id = \(id) AND lease_holder = \(holder)::uuid AND lease_end > clock_timestamp() FOR SHARE
+          WHERE id = \(id) AND lease_holder = \(holder)::uuid AND lease_end > clock_timestamp() FOR KEY SHARE
           """
-      case .lock(let id, .shared):
+      case .shared:
         return """
           SELECT 1 FROM liaison.lock
-          WHERE id = \(id) AND (shared_leases ->> \(holder)::text)::float8 > \(unescaped: nowMilliseconds) FOR SHARE
-          """
-      case .claim(let id, _, _):
-        return """
-          SELECT 1 FROM liaison.presence
-          WHERE id = \(id) AND lease_holder = \(holder)::uuid AND lease_end > clock_timestamp() FOR SHARE
+          WHERE id = \(id) AND (shared_leases ->> \(holder)::text)::float8 > \(unescaped: nowMilliseconds) FOR KEY SHARE
           """
       }
     }

@@ -224,12 +224,12 @@
             SELECT CASE WHEN \(wait) THEN (SELECT true FROM (SELECT pg_advisory_lock(\(lockClass), \(id))) AS w)
               ELSE pg_try_advisory_lock(\(lockClass), \(id)) END AS held,
               set_config('synchronous_commit', 'on', true)),
+          taken AS MATERIALIZED (
+            SELECT 1 FROM liaison.lock, granted
+            WHERE granted.held AND id = \(id) AND \(unescaped: HeldLease.noLease) FOR UPDATE OF lock),
           token AS (
-            UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted
-            WHERE granted.held AND id = \(id) AND (lease_end IS NULL OR lease_end <= clock_timestamp())
-              AND NOT EXISTS (
-                SELECT 1 FROM jsonb_each_text(shared_leases) AS s(holder, ends)
-                WHERE s.ends::float8 > extract(epoch FROM clock_timestamp()) * 1000)
+            UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted, taken
+            WHERE granted.held AND id = \(id) AND \(unescaped: HeldLease.noLease)
             RETURNING fencing_token)
           SELECT granted.held, (SELECT fencing_token FROM token) FROM granted
           """, on: connection, within: limit, logger: connector.quietLogger)
@@ -247,13 +247,13 @@
             ELSE pg_try_advisory_lock_shared(\(lockClass), \(id)) END
           """, on: connection, within: limit, logger: connector.quietLogger)
         guard try held.first!.decode(Bool.self) else { return nil }
-        // The row locked as an update would lock it: a lease holder's statement in flight (its
-        // fence holds the row, shared) ends first, and the lease is read as it is then. The lock
-        // is all this transaction writes: its commit need not wait for the disk.
+        // The row locked as every taker locks it: a lease holder's statement in flight (its
+        // fence holds the row, `FOR KEY SHARE`) ends first, and the lease is read as it is then.
+        // The lock is all this transaction writes: its commit need not wait for the disk.
         let free = try await Connector.run(
           """
-          SELECT lease_end IS NULL OR lease_end <= clock_timestamp(), set_config('synchronous_commit', 'off', true)
-          FROM liaison.lock WHERE id = \(id) FOR NO KEY UPDATE
+          SELECT \(unescaped: HeldLease.noExclusiveLease), set_config('synchronous_commit', 'off', true)
+          FROM liaison.lock WHERE id = \(id) FOR UPDATE
           """, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
         if try free.first.map({ try $0.decode((Bool, String).self).0 }) ?? true { return 0 }
         _ = try await Connector.run(

@@ -6,8 +6,8 @@
   import Testing
 
   /// What the network and the server do to locks on PostgreSQL: a server restart, a cut network,
-  /// a paused holder; and fencing tokens refusing whoever held a lock that ended. Each test has a
-  /// server of its own, since it stops it, cuts it off, or owns its counter table.
+  /// a paused holder; and fencing tokens refusing whoever held a lock that ended. A test that stops
+  /// the server, cuts it off, or owns its counter table has a server of its own.
   @Suite("PostgreSQL: restarts, dead hosts, paused holders")
   struct FailureTests {
     /// The counter the fenced increments write: one row, with the largest token written.
@@ -22,6 +22,54 @@
     private func counter(_ server: PostgresTestServer) throws -> String {
       try server.psql("SELECT value FROM liaison_test_counter WHERE id = 1").trimmingCharacters(
         in: .whitespacesAndNewlines)
+    }
+
+    /// A lease holder's fenced statement still in flight when its lease ends (a holder paused
+    /// mid-statement, played here by a raw session): every taker, lease or session, exclusive or
+    /// shared, waits for that statement's transaction to end before it takes the lock. (The
+    /// fence locks the row `FOR KEY SHARE`, so that the holder's renewals never wait for it; the
+    /// takers lock it `FOR UPDATE`.)
+    @Test(
+      .enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage),
+      arguments: [Backend.postgres, .pooled], [LockMode.exclusive, .shared])
+    func everyTakerWaitsForAFencedStatementInFlightPastItsLeasesEnd(_ kind: Backend, _ mode: LockMode) async throws {
+      // On a thread of its own: its blocking calls (psql) never hold a thread of the cooperative
+      // pool that the suites beside it need.
+      try await withTaskExecutorPreference(OwnThreadExecutor()) {
+        let backend = try BackendPlace(kind)
+        let server = try #require(backend.server)
+        // A reply bound (a fifth of it) long enough for the waits below, however busy the machine.
+        let place = try await backend.open(detectionBound: .seconds(120)) as! PostgresContainer
+        let lock = try place.lock("job")
+        await (try #require(try await lock.tryLock())).unlock()
+        let session = try RawSession(server)
+        defer { session.end() }
+        let row = "namespace = '\(backend.namespace)' AND name = 'job'"
+        try session.run(
+          """
+          UPDATE liaison.lock SET lease_holder = gen_random_uuid(), lease_end = clock_timestamp() + interval '1 second'
+          WHERE \(row);
+          BEGIN;
+          SELECT 1 FROM liaison.lock WHERE \(row) AND lease_end > clock_timestamp() FOR KEY SHARE;
+          """)
+        try await waitUntilOffThePool("the lease ends", timeout: 300) {
+          try server.psql("SELECT lease_end <= clock_timestamp() FROM liaison.lock WHERE \(row)") == "t"
+        }
+        let ended = Locked(false)
+        let taking = Task {
+          defer { ended.withLock { $0 = true } }
+          return try await lock.tryLock(mode)
+        }
+        try await waitUntilOffThePool("the taker waits for the fenced statement, or ends", timeout: 300) {
+          try session.blocksAnother(server) || ended.withLock { $0 }
+        }
+        #expect(!ended.withLock { $0 }, "the taker did not wait for the fenced statement")
+        try session.run("COMMIT;")
+        let taken = try await taking.value
+        #expect(taken != nil)
+        await taken?.unlock()
+        await place.close()
+      }
     }
 
     /// The server stops while a lock is held: the holder is told at once (its connection closes),

@@ -47,6 +47,43 @@
       try waitUntil("every message is acknowledged") { try next.send(.placeMcount, "inbox") == "0" }
     }
 
+    /// A receiver in another process whose acknowledgement waits behind another writer's row lock
+    /// (the receipt's row, held by a removal not yet committed) for longer than its claim's
+    /// trust (0.6 of the bound) keeps its claim, and acknowledges once the row is free: in a
+    /// session, and as a lease. (Before, a lease's fence locked its row `FOR SHARE`, which the
+    /// renewals queued behind until the trust ran out: the claim was lost, and the messages went
+    /// to the next receiver.) The receiver is a process of its own, whose threads renew its lease
+    /// whatever the suites here keep busy. The wait is the subject, not a synchronisation: the
+    /// renewals would fail in it.
+    @Test(
+      .enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), arguments: [Backend.postgres, .pooled])
+    func anAcknowledgementWaitingBehindARowLockPastTheTrustKeepsTheClaim(_ backend: Backend) throws {
+      let place = try BackendPlace(backend)
+      let server = try #require(place.server)
+      let logs = TemporaryDirectory()
+      let log = "\(logs.path)/log"
+      try place.peer().send(.placeMsend, "inbox", "a", "2")
+      let session = try RawSession(server)
+      defer { session.end() }
+      try session.run(
+        """
+        BEGIN;
+        SELECT 1 FROM liaison.mailbox_receipt WHERE namespace = '\(place.namespace)' AND name = 'inbox' FOR UPDATE;
+        """)
+      let receiver = try place.peer()  // its detection bound: 10 s
+      try receiver.send(.placeMreceive, "inbox", log, "2")
+      try waitUntil("the receiver's acknowledgement waits for the receipt's row") { try session.blocksAnother(server) }
+      Thread.sleep(forTimeInterval: 8)
+      #expect(errors(log).isEmpty, "\(errors(log))")
+      try session.run("COMMIT;")
+      try waitUntil("the receiver acknowledges") {
+        (try? String(contentsOfFile: log, encoding: .utf8))?.contains("acked") == true
+      }
+      #expect(errors(log).isEmpty, "\(errors(log))")
+      #expect(received(log).map(\.n) == [0, 1])
+      #expect(try receiver.send(.placeMcount, "inbox") == "0")
+    }
+
     /// Two processes send at once, one of them twice with the same ids: the receiver gets each
     /// message exactly once, each sender's messages in the order they were sent, and the mailbox
     /// ends empty.
