@@ -46,6 +46,9 @@
     private let holders = Locked<[ObjectIdentifier: WeakHolder]>([:])
     /// Each open connection's socket descriptor in this process, by connection.
     private let sockets = Locked<[ObjectIdentifier: CInt]>([:])
+    /// The server session (backend process id) of each open connection, learned when it was
+    /// made, unless holds are leases: what every grant and heartbeat checks (``checkSession(of:ranIn:)``).
+    private let sessions = Locked<[ObjectIdentifier: Int32]>([:])
 
     private struct WeakHolder: @unchecked Sendable {
       weak var session: HeldSession?
@@ -133,7 +136,49 @@
     /// refused names each server and why. A connection that ends while it is set up is tried once
     /// more: a loaded server or machine may drop one (seen under Thread Sanitizer with the whole
     /// test suite running).
-    func connect() async throws(LiaisonError) -> PostgresConnection {
+    ///
+    /// Before a `deadline` (a lease's renewal, which must come back while the lease is trusted),
+    /// each server gets an equal share of the time left, at most its connect timeout: a first
+    /// server that does not answer (its address dropped after a failover) leaves time for the
+    /// next. Past the deadline, no further server is tried.
+    func connect(before deadline: ContinuousClock.Instant? = nil) async throws(LiaisonError) -> PostgresConnection {
+      let connection = try await connectToATarget(before: deadline)
+      guard !holdsAreLeases else { return connection }
+      do {
+        let rows = try await Self.run(
+          "SELECT pg_backend_pid()", on: connection, within: timing.replyTimeout, logger: quietLogger)
+        let session = try rows.first!.decode(Int32.self)
+        sessions.withLock { $0[ObjectIdentifier(connection)] = session }
+        return connection
+      } catch {
+        close(connection)
+        throw PostgresErrors.translate(error, doing: "connect to the server")
+      }
+    }
+
+    /// Refuses a statement that ran in another server session than the one `connection` had
+    /// when it was made: the endpoint hands sessions to other clients between transactions (a
+    /// pooler in transaction or statement mode that the check at open did not catch, or that took
+    /// the place of the server since). A lock or claim granted there would belong to whichever
+    /// client gets that session next.
+    ///
+    /// A grant takes nothing in another session: its statement guards the lock with
+    /// ``inOwnSession(_:)``.
+    func checkSession(of connection: PostgresConnection, ranIn session: Int32) throws(LiaisonError) {
+      let known = sessions.withLock { $0[ObjectIdentifier(connection)] }
+      if let known, known != session { throw Self.sharedSessions }
+    }
+
+    /// SQL that is true when the statement runs in `connection`'s own server session (the one it
+    /// learned when it was made): a grant's condition, so that it takes no lock in a session
+    /// another client's statements run in next.
+    func inOwnSession(_ connection: PostgresConnection) -> String {
+      sessions.withLock { $0[ObjectIdentifier(connection)] }.map { "pg_backend_pid() = \($0)" } ?? "true"
+    }
+
+    private func connectToATarget(before deadline: ContinuousClock.Instant?) async throws(LiaisonError)
+      -> PostgresConnection
+    {
       try checkOpen()
       let attributes = targets.sessionAttributes
       var failures: [(target: ConnectionTarget, reason: String)] = []
@@ -144,15 +189,25 @@
       func endsTheSearch(_ error: any Error) -> Bool {
         error is CancellationError || Task.isCancelled || closed.withLock { $0 }
       }
-      for target in targets.targets {
+      for (index, target) in targets.targets.enumerated() {
         let connection: PostgresConnection
+        var timeout = connectTimeoutSeconds
+        if let deadline {
+          let share = (deadline - .now) / (targets.targets.count - index)
+          guard share > .zero else {
+            failures.append((target, "not tried: the time to connect had run out"))
+            continue
+          }
+          timeout = min(timeout, max(1, Int((Double(share.clampedNanoseconds) / 1e9).rounded(.up))))
+        }
         do {
           do {
-            connection = try await connectOnce(to: target)
+            connection = try await connectOnce(to: target, timeoutSeconds: timeout)
           } catch let error as PSQLError
             where error.code == .connectionError && PostgresTLS.connectFailure(error, host: nil) == nil
           {
-            connection = try await connectOnce(to: target)  // not a TLS failure, which would fail again
+            // Not a TLS failure, which would fail again.
+            connection = try await connectOnce(to: target, timeoutSeconds: timeout)
           }
         } catch {
           if endsTheSearch(error) {
@@ -218,13 +273,13 @@
           + "asks for).", cause: lastError)
     }
 
-    private func connectOnce(to target: ConnectionTarget) async throws -> PostgresConnection {
+    private func connectOnce(to target: ConnectionTarget, timeoutSeconds: Int) async throws -> PostgresConnection {
       let configuration = target.configuration
       let id = nextID.withLock { id -> Int in
         id += 1
         return id
       }
-      let (channel, socket) = try await makeChannel(to: configuration)
+      let (channel, socket) = try await makeChannel(to: configuration, timeoutSeconds: timeoutSeconds)
       let refused = serverSettingsRefused.withLock { $0.contains(target.name) }
       var established = PostgresConnection.Configuration(
         establishedChannel: channel, tls: configuration.tls, username: configuration.username,
@@ -239,7 +294,7 @@
       if established.options.tlsServerName == nil, let host = configuration.host, !PostgresTLS.isIPAddress(host) {
         established.options.tlsServerName = host
       }
-      established.options.connectTimeout = .seconds(Int64(connectTimeoutSeconds))
+      established.options.connectTimeout = .seconds(Int64(timeoutSeconds))
       let connection: PostgresConnection
       do {
         connection = try await PostgresConnection.connect(
@@ -249,7 +304,7 @@
       {
         // A pooler (PgBouncer) answers for the server, and refuses the server's settings.
         serverSettingsRefused.withLock { _ = $0.insert(target.name) }
-        return try await connectOnce(to: target)
+        return try await connectOnce(to: target, timeoutSeconds: timeoutSeconds)
       }
       let key = ObjectIdentifier(connection)
       sockets.withLock { $0[key] = socket }
@@ -262,6 +317,7 @@
       connection.closeFuture.whenComplete { [weak self] _ in
         self?.open.withLock { _ = $0.removeValue(forKey: key) }
         self?.sockets.withLock { _ = $0.removeValue(forKey: key) }
+        self?.sessions.withLock { _ = $0.removeValue(forKey: key) }
         let holder = self?.holders.withLock { $0.removeValue(forKey: key) }
         holder?.session?.lose("its connection to the server closed (a server restart, or the session was terminated)")
         // After the holder knows: a statement of its session that fails now reports the loss.
@@ -313,8 +369,10 @@
     /// server host died learns it within about half the detection bound. Also returns the
     /// socket's descriptor. The socket is Liaison's own, close-on-exec from the start (see
     /// ``ConnectionSockets``), handed to NIO once connected.
-    private func makeChannel(to configuration: PostgresConnection.Configuration) async throws -> (any Channel, CInt) {
-      let timeout = connectTimeoutSeconds
+    private func makeChannel(to configuration: PostgresConnection.Configuration, timeoutSeconds: Int) async throws
+      -> (any Channel, CInt)
+    {
+      let timeout = timeoutSeconds
       let socket: CInt
       if let path = configuration.unixSocketPath {
         socket = try await ConnectionSockets.onThreadOfItsOwn { () throws(LiaisonError) in
@@ -350,12 +408,12 @@
     }
 
     /// An idle connection, or a new one.
-    func take() async throws(LiaisonError) -> PostgresConnection {
+    func take(before deadline: ContinuousClock.Instant? = nil) async throws(LiaisonError) -> PostgresConnection {
       try checkOpen()
       while let connection = idle.withLock({ $0.popLast() }) {
         if !connection.isClosed { return connection }
       }
-      return try await connect()
+      return try await connect(before: deadline)
     }
 
     /// Keeps `connection` for reuse: its session must hold nothing.
@@ -413,11 +471,13 @@
 
     /// Runs one statement on an idle connection, with the reply bounded by the detection timing:
     /// a connection that fails or stops answering is closed, never reused. `committing`: see
-    /// ``run(_:on:within:logger:committing:)``.
-    func query(_ query: PostgresQuery, doing what: String, committing: Bool = false) async throws(LiaisonError)
-      -> [PostgresRow]
-    {
-      let connection = try await take()
+    /// ``run(_:on:within:logger:committing:)``; a new connection is made before `deadline` (see
+    /// ``connect(before:)``).
+    func query(
+      _ query: PostgresQuery, doing what: String, committing: Bool = false,
+      before deadline: ContinuousClock.Instant? = nil
+    ) async throws(LiaisonError) -> [PostgresRow] {
+      let connection = try await take(before: deadline)
       do {
         let rows = try await Self.run(
           query, on: connection, within: timing.replyTimeout, logger: logger, committing: committing)

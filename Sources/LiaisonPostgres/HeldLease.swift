@@ -213,8 +213,11 @@
       guard isHeld else { return }
       let sent = ContinuousClock.now
       do {
+        // A new connection, if one is needed, while the lease is still trusted: a first server
+        // that does not answer leaves time for the next.
         let rows = try await connector.query(
-          Self.renewal(kind, holder: holder, length: connector.timing.leaseLength), doing: "renew a lease")
+          Self.renewal(kind, holder: holder, length: connector.timing.leaseLength), doing: "renew a lease",
+          before: state.withLock { $0.trustedUntil })
         guard !rows.isEmpty else {
           lose("its lease had ended when this process renewed it (the process or its connection was too slow)")
           return

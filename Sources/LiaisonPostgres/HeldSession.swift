@@ -169,10 +169,20 @@
         // unlock, a release, a hand-over to a command), and a cancelled statement closes its
         // connection, which would end a session just handed on, or put a closing connection
         // back among the idle ones for the next statement to fail on.
-        _ = try await Task {
+        let rows = try await Task {
           try await Connector.run(
-            "SELECT 1", on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger)
+            "SELECT pg_backend_pid()", on: connection, within: connector.timing.replyTimeout,
+            logger: connector.quietLogger)
         }.value
+        do {
+          try connector.checkSession(of: connection, ranIn: try rows.first!.decode(Int32.self))
+        } catch {
+          lose(
+            "its connection's statements ran in another server session (the server at this address hands sessions "
+              + "to other clients between transactions: a pooler in transaction mode; add pool_mode=transaction to "
+              + "the URL, or connect to the server directly)")
+          return false
+        }
         markAnswered()
         return true
       } catch {

@@ -215,13 +215,17 @@
       let connector = container.connector
       let lockClass = Schema.lockClass
       let limit = wait ? nil : connector.timing.replyTimeout
+      // A statement that runs in another session than the connection's takes nothing, and is
+      // refused (a pooler that shares sessions).
+      let ownSession = connector.inOwnSession(connection)
       switch mode {
       case .exclusive:
         // One branch of the CASE runs: the wait, or the try.
         let rows = try await Connector.run(
           """
           WITH granted AS MATERIALIZED (
-            SELECT CASE WHEN \(wait) THEN (SELECT true FROM (SELECT pg_advisory_lock(\(lockClass), \(id))) AS w)
+            SELECT CASE WHEN NOT \(unescaped: ownSession) THEN false
+              WHEN \(wait) THEN (SELECT true FROM (SELECT pg_advisory_lock(\(lockClass), \(id))) AS w)
               ELSE pg_try_advisory_lock(\(lockClass), \(id)) END AS held,
               set_config('synchronous_commit', 'on', true)),
           taken AS MATERIALIZED (
@@ -231,9 +235,10 @@
             UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted, taken
             WHERE granted.held AND id = \(id) AND \(unescaped: HeldLease.noLease)
             RETURNING fencing_token)
-          SELECT granted.held, (SELECT fencing_token FROM token) FROM granted
+          SELECT granted.held, (SELECT fencing_token FROM token), pg_backend_pid() FROM granted
           """, on: connection, within: limit, logger: connector.quietLogger)
-        let (held, token) = try rows.first!.decode((Bool, Int64?).self)
+        let (held, token, session) = try rows.first!.decode((Bool, Int64?, Int32).self)
+        try connector.checkSession(of: connection, ranIn: session)
         guard held else { return nil }
         if let token { return UInt64(bitPattern: token) }
         _ = try await Connector.run(
@@ -243,10 +248,13 @@
       case .shared:
         let held = try await Connector.run(
           """
-          SELECT CASE WHEN \(wait) THEN (SELECT true FROM (SELECT pg_advisory_lock_shared(\(lockClass), \(id))) AS w)
-            ELSE pg_try_advisory_lock_shared(\(lockClass), \(id)) END
+          SELECT CASE WHEN NOT \(unescaped: ownSession) THEN false
+            WHEN \(wait) THEN (SELECT true FROM (SELECT pg_advisory_lock_shared(\(lockClass), \(id))) AS w)
+            ELSE pg_try_advisory_lock_shared(\(lockClass), \(id)) END, pg_backend_pid()
           """, on: connection, within: limit, logger: connector.quietLogger)
-        guard try held.first!.decode(Bool.self) else { return nil }
+        let (granted, session) = try held.first!.decode((Bool, Int32).self)
+        try connector.checkSession(of: connection, ranIn: session)
+        guard granted else { return nil }
         // The row locked as every taker locks it: a lease holder's statement in flight (its
         // fence holds the row, `FOR KEY SHARE`) ends first, and the lease is read as it is then.
         // The lock is all this transaction writes: its commit need not wait for the disk.

@@ -344,6 +344,18 @@
         quarantineReason: reason)
     }
 
+    /// The message of a receiver's read (its columns after the server's start time), or `nil`
+    /// for the read's row of nulls when no message waits.
+    init?(afterServerStart row: PostgresRow, mailbox: LiaisonName) throws(LiaisonError) {
+      let (_, position, id, sentAt, sender, kind, payload, reason) = try decodeRow(mailbox) {
+        try row.decode((Double, Int64?, String?, Double?, String?, Int16?, Data?, String?).self, context: .default)
+      }
+      guard let position, let id, let sentAt, let sender, let kind, let payload else { return nil }
+      self.init(
+        position: position, id: id, sentAt: sentAt, sender: sender, kind: kind, payload: payload,
+        quarantineReason: reason)
+    }
+
     init(
       position: Int64, id: String, sentAt: Double, sender: String, kind: Int16, payload: Data,
       quarantineReason: String? = nil

@@ -29,6 +29,8 @@
     private let wakeUps = WakeUps()
     private let subscription: Int
     private let reading = Locked(Reading())
+    /// The claim's fencing token, in every envelope (``/Liaison/MailboxEnvelope/claimToken``).
+    private let claimToken: UInt64
     private let closed = Locked(false)
     /// Forgets the mailbox's acknowledged ids past ``PostgresMailbox/acknowledgedIDRetention``.
     private let forgetting: ForgettingAcknowledgedIDs
@@ -38,6 +40,23 @@
       var cursor: Int64 = 0
       /// Messages read and not yet delivered, in order.
       var readAhead: [MailboxRow] = []
+      /// When the server that the last read reached started (`pg_postmaster_start_time()`, in
+      /// seconds since 1970).
+      var serverStarted: Double?
+
+      /// Notes that a read reached a server started at `started`; `false` when that is another
+      /// server than the last read's (a restart, or a failover to a standby), and then reads again
+      /// from the first message. A failover to a standby that had not yet received the last
+      /// sends' commits loses them, and the next sends take their positions again: a cursor kept
+      /// would skip those. Messages read ahead go too (read again if they still exist): the
+      /// messages delivered and not acknowledged are delivered again, as to a next receiver.
+      mutating func reached(serverStartedAt started: Double) -> Bool {
+        defer { serverStarted = started }
+        guard let serverStarted, serverStarted != started else { return true }
+        cursor = 0
+        readAhead = []
+        return false
+      }
 
       /// Takes the messages a send carried in its notification, when they are the next ones:
       /// the send's first position follows the cursor. Sends take their positions in the order
@@ -53,6 +72,7 @@
     init(mailbox: PostgresMailbox, held: PostgresLockGuard) async throws(LiaisonError) {
       self.mailbox = mailbox
       self.held = held
+      claimToken = try await held.fencingToken()
       forgetting = ForgettingAcknowledgedIDs(mailbox: mailbox)
       let wakeUps = wakeUps
       let reading = reading
@@ -204,19 +224,28 @@
         }
         if taken.isEmpty {
           let after = reading.withLock { $0.cursor }
-          let rows = try await run(
+          // One row at least, which names the server (a row of nulls when no message waits).
+          let read = try await run(
             """
-            SELECT \(unescaped: MailboxRow.columns) FROM (
-              SELECT \(unescaped: MailboxRow.columns),
-                sum(octet_length(payload)) OVER (ORDER BY position) - octet_length(payload) AS bytes_before
-              FROM liaison.mailbox_message
-              WHERE namespace = \(mailbox.container.namespace.rawValue) AND mailbox = \(name.rawValue)
-                AND position > \(after) AND quarantine_reason IS NULL
-              ORDER BY position LIMIT \(max(limit, readAhead))) AS ahead
-            WHERE bytes_before < \(MailboxLimits.readAheadBytes)
-            ORDER BY position
-            """, doing: "receive from the mailbox '\(name)'"
-          ).map { row throws(LiaisonError) in try MailboxRow(row, mailbox: name) }
+            SELECT extract(epoch FROM pg_postmaster_start_time())::float8, ahead.* FROM (SELECT) AS server
+            LEFT JOIN LATERAL (
+              SELECT \(unescaped: MailboxRow.columns) FROM (
+                SELECT \(unescaped: MailboxRow.columns),
+                  sum(octet_length(payload)) OVER (ORDER BY position) - octet_length(payload) AS bytes_before
+                FROM liaison.mailbox_message
+                WHERE namespace = \(mailbox.container.namespace.rawValue) AND mailbox = \(name.rawValue)
+                  AND position > \(after) AND quarantine_reason IS NULL
+                ORDER BY position LIMIT \(max(limit, readAhead))) AS ahead
+              WHERE bytes_before < \(MailboxLimits.readAheadBytes)) AS ahead ON true
+            ORDER BY ahead.position
+            """, doing: "receive from the mailbox '\(name)'")
+          guard let first = read.first else { return [] }
+          let started = try decodeRow(name) { try first.makeRandomAccess()[0].decode(Double.self, context: .default) }
+          guard reading.withLock({ $0.reached(serverStartedAt: started) }) else { continue }
+          var rows: [MailboxRow] = []
+          for row in read {
+            if let message = try MailboxRow(afterServerStart: row, mailbox: name) { rows.append(message) }
+          }
           // Another task of this receiver may have read the same rows meanwhile: what it read
           // is not read again. Positions follow the order of commits, so nothing is skipped.
           taken = reading.withLock { reading -> [MailboxRow] in
@@ -239,8 +268,8 @@
           case .success(let decoded):
             envelopes.append(
               MailboxEnvelope(
-                id: row.id, sentAt: row.sentAt, sender: row.sender, payload: decoded, position: row.position,
-                mailbox: name))
+                id: row.id, sentAt: row.sentAt, sender: row.sender, payload: decoded, claimToken: claimToken,
+                position: row.position, mailbox: name))
           case .failure(let undecodable):
             quarantine.append((row.position, undecodable.reason))
           }

@@ -65,7 +65,9 @@
         // row is written.
         let rows = try await Connector.run(
           """
-          WITH claimed AS MATERIALIZED (SELECT pg_try_advisory_lock(\(Schema.claimClass), \(id)) AS held),
+          WITH claimed AS MATERIALIZED (
+            SELECT CASE WHEN \(unescaped: connector.inOwnSession(connection))
+              THEN pg_try_advisory_lock(\(Schema.claimClass), \(id)) ELSE false END AS held),
           watched AS MATERIALIZED (
             SELECT count(*) AS locks FROM claimed, LATERAL (SELECT pg_advisory_lock(\(Schema.watchClass), \(id))) AS w
             WHERE claimed.held),
@@ -75,10 +77,11 @@
             FROM claimed, watched WHERE claimed.held AND watched.locks = 1 AND id = \(id)
               AND (lease_end IS NULL OR lease_end <= clock_timestamp())
             RETURNING pg_notify('liaison', concat_ws(' ', 'p', \(namespace), \(name.rawValue))))
-          SELECT claimed.held, (SELECT count(*) FROM written) FROM claimed
+          SELECT claimed.held, (SELECT count(*) FROM written), pg_backend_pid() FROM claimed
           """, on: connection, within: connector.timing.replyTimeout, logger: connector.quietLogger,
           committing: true)
-        let (held, written) = try rows.first!.decode((Bool, Int64).self)
+        let (held, written, session) = try rows.first!.decode((Bool, Int64, Int32).self)
+        try connector.checkSession(of: connection, ranIn: session)
         claimed = held && written == 1
         if held && !claimed {
           _ = try await Connector.run(

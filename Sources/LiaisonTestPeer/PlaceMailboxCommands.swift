@@ -41,15 +41,17 @@ let placeMailboxCommands: [PeerCommandHandler] = [
   PeerCommandHandler(
     .placeMreceive,
     """
-    MAILBOX LOG BATCH [noack] [WAIT-MS]   becomes the receiver, waiting up to WAIT-MS for another to end \
+    MAILBOX LOG BATCH [noack] [retry] [WAIT-MS]   becomes the receiver, waiting up to WAIT-MS for another to end \
     (→ ok receiving MONOTONIC-NS-WHEN-ASKED), then for ever: waits for up to BATCH messages, appends \
-    "SENDER N MONOTONIC-NS" per message to LOG in one write, and acknowledges them (unless noack), appending "acked"
+    "SENDER N MONOTONIC-NS" per message to LOG in one write, and acknowledges them (unless noack), appending \
+    "acked"; with retry, a wait that finds no server (a failover under way) appends "unavailable" and waits again
     """
   ) { words in
     let askedAt = monotonicNanoseconds()
     let mailbox = try placeMailbox(words[1], sender: "receiver")
     let (log, batchSize) = (words[2], Int(words[3])!)
     let acknowledging = !words.contains("noack")
+    let retrying = words.contains("retry")
     let wait = words.count > 4 ? Int(words.last!).map { Duration.milliseconds($0) } ?? .zero : .zero
     let receiver = try awaiting { try await mailbox.receiver(timeout: wait) as any CoordinationReceiver }
     placeReceivers[words[1]] = receiver
@@ -57,7 +59,14 @@ let placeMailboxCommands: [PeerCommandHandler] = [
       Task.detached {
         do {
           while true {
-            let batch = try await receiver.receive(TestMessage.self, limit: batchSize, timeout: nil)
+            let batch: [MailboxEnvelope<TestMessage>]
+            do {
+              batch = try await receiver.receive(TestMessage.self, limit: batchSize, timeout: nil)
+            } catch let error as LiaisonError where retrying && error.code == .unavailable {
+              append("unavailable\n", to: log)
+              try? await Task.sleep(for: .milliseconds(100))  // paces the tries; nothing waits for it
+              continue
+            }
             let at = monotonicNanoseconds()
             append(batch.map { "\($0.payload.sender) \($0.payload.n) \(at)\n" }.joined(), to: log)
             if acknowledging {

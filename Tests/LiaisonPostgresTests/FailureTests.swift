@@ -93,6 +93,34 @@
       #expect(milliseconds(from: try timestamp(lost), to: try #require(UInt64(answer[2]))) > 0)
     }
 
+    /// A lease holder whose URL lists first an address that stops answering (cut: a failover
+    /// left it behind, say) and whose connections end: its renewal gives that address its share
+    /// of the time the lease is still trusted, not the whole connect timeout (30 s), and renews
+    /// through the next server in time. (Before, the renewal waited out the connect timeout, and
+    /// the lease was lost when its trust, 12 s here, ran out.) The holder is a process of its own,
+    /// whose threads renew its lease whatever the suites here keep busy. The wait is the subject,
+    /// not a synchronisation: the renewal would fail in it.
+    @Test(.enabled(if: PostgresTestServer.mustRun && NetworkNamespace.mustRun, "needs PostgreSQL and root (ip netns)"))
+    func aRenewalThatMustReconnectPassesOverAnAddressThatStoppedAnsweringInTime() throws {
+      let network = try NetworkNamespace.create()
+      let server = try PostgresTestServer.start(durable: false)
+      defer { server.remove() }
+      // Nothing listens in the namespace: its address refuses connections at once until the cut.
+      let place =
+        "postgres://liaison@\(network.namespaceAddress):\(server.port),127.0.0.1:\(server.port)/liaison"
+        + "?sslmode=disable&pool_mode=transaction#fleet"
+      let holder = try Peer(container: place, environment: ["LIAISON_TEST_DETECTION_BOUND": "20"])
+      #expect(try holder.send(.placeLock, "job").hasPrefix("locked "))
+      try network.cut()
+      // Every connection of the holder ends: its next renewal must connect again.
+      _ = try server.psql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+          + "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
+      Thread.sleep(forTimeInterval: 24)  // twice the trust
+      #expect(try holder.send(.placeIsheld, "job") == "held")
+      withExtendedLifetime(network) {}
+    }
+
     /// A dead host: the holder's network is cut (a network namespace whose link drops every
     /// packet). Another process takes the lock within the detection bound (10 s); the cut-off
     /// holder learns it lost the lock before that, and once reconnected, its write with its old

@@ -47,6 +47,27 @@
       try waitUntil("every message is acknowledged") { try next.send(.placeMcount, "inbox") == "0" }
     }
 
+    /// Every envelope carries its receiver's claim token, and a later receiver's is larger: what
+    /// a handler guards its writes with, so that a receiver that went on from its read-ahead
+    /// after its claim ended is refused once the next one has written.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), arguments: backends)
+    func eachReceiversEnvelopesCarryALargerClaimToken(_ backend: Backend) async throws {
+      let backendPlace = try BackendPlace(backend)
+      let inbox = try await backendPlace.openStore().mailbox("inbox", sender: "test")
+      _ = try await inbox.sendAll(["one", "two"], timeout: nil)
+      var tokens: [UInt64] = []
+      for _ in 0..<3 {
+        let receiver = try await inbox.receiver()
+        let received = try await receiver.receive(String.self, limit: 2, timeout: nil)
+        #expect(received.map(\.payload) == ["one", "two"])
+        #expect(Set(received.map(\.claimToken)).count == 1)
+        tokens += received.prefix(1).map(\.claimToken)
+        await receiver.close()  // not acknowledged: the next receiver gets them again
+      }
+      #expect(tokens.count == 3 && tokens[0] < tokens[1] && tokens[1] < tokens[2], "\(tokens)")
+      withExtendedLifetime(backendPlace) {}
+    }
+
     /// A receiver in another process whose acknowledgement waits behind another writer's row lock
     /// (the receipt's row, held by a removal not yet committed) for longer than its claim's
     /// trust (0.6 of the bound) keeps its claim, and acknowledges once the row is free: in a
@@ -70,10 +91,12 @@
         BEGIN;
         SELECT 1 FROM liaison.mailbox_receipt WHERE namespace = '\(place.namespace)' AND name = 'inbox' FOR UPDATE;
         """)
-      let receiver = try place.peer()  // its detection bound: 10 s
+      // A lease's bound long enough for a sanitizer's run (see BackendPlace's detection bound).
+      let bound = backend == .pooled ? 30.0 : 10.0
+      let receiver = try place.peer(environment: ["LIAISON_TEST_DETECTION_BOUND": "\(Int(bound))"])
       try receiver.send(.placeMreceive, "inbox", log, "2")
       try waitUntil("the receiver's acknowledgement waits for the receipt's row") { try session.blocksAnother(server) }
-      Thread.sleep(forTimeInterval: 8)
+      Thread.sleep(forTimeInterval: bound * 0.8)  // past the trust (0.6 of the bound) by a renewal's interval
       #expect(errors(log).isEmpty, "\(errors(log))")
       try session.run("COMMIT;")
       try waitUntil("the receiver acknowledges") {

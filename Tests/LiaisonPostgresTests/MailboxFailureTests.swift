@@ -20,6 +20,65 @@
       lines(log).filter { $0.hasPrefix("a ") }.map { $0.split(separator: " ").prefix(2).joined(separator: " ") }
     }
 
+    /// The messages a receiver's log holds, whoever sent them: "SENDER N" in the order received.
+    private func received(_ log: String) -> [String] {
+      lines(log).filter { $0.split(separator: " ").count == 3 }.map {
+        $0.split(separator: " ").prefix(2).joined(separator: " ")
+      }
+    }
+
+    /// A failover to a standby that had not received the last sends' commits (asynchronous
+    /// replication loses them): a receiver whose lease survives it, through a URL that lists both
+    /// servers, reads again from the first message, and so gets the sends that take the lost
+    /// positions again on the new primary. (Before, its cursor stayed past those positions, and it
+    /// never delivered them.) The messages it had delivered and not acknowledged come again. The
+    /// receiver and the senders are processes of their own, whose threads renew the lease
+    /// whatever the suites here keep busy.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
+    func aReceiverThatSurvivesAFailoverWhichLostSendsGetsTheNextSends() async throws {
+      // On a thread of its own: its blocking calls (psql, the servers' start and stop, the peers)
+      // never hold a thread of the cooperative pool that the suites beside it need.
+      try await withTaskExecutorPreference(OwnThreadExecutor()) {
+        let primary = try PostgresTestServer.start(durable: false)
+        defer { primary.remove() }
+        let standby = try PostgresTestServer.startStandby(of: primary)
+        defer { standby.remove() }
+        let place =
+          "postgres://liaison@127.0.0.1:\(primary.port),127.0.0.1:\(standby.port)/liaison?sslmode=disable"
+          + "&target_session_attrs=read-write&pool_mode=transaction#fleet"
+        // A lease (pool_mode=transaction) long enough to outlive the failover.
+        func peer() throws -> Peer { try Peer(container: place, environment: ["LIAISON_TEST_DETECTION_BOUND": "60"]) }
+        let logs = TemporaryDirectory()
+        let log = logs.path + "/log"
+        try peer().send(.placeMsend, "inbox", "a", "3")  // positions 1 to 3
+        let receiver = try peer()
+        // It reads again when it finds no server, while the primary is down and the standby not
+        // yet promoted.
+        try receiver.send(.placeMreceive, "inbox", log, "10", "noack", "retry")
+        try await waitUntilOffThePool("the receiver has the first messages", timeout: 300) {
+          received(log).count == 3
+        }
+        try await waitUntilOffThePool("the standby has the messages and the receiver's lease", timeout: 300) {
+          try standby.psql("SELECT count(*) FROM liaison.mailbox_message") == "3"
+        }
+        try standby.stop()
+        try peer().send(.placeMsend, "inbox", "b", "2")  // positions 4 and 5, on the primary alone
+        try await waitUntilOffThePool("the receiver has the messages the failover loses", timeout: 300) {
+          received(log).count == 5
+        }
+        primary.kill()
+        try standby.startAgain()
+        _ = try standby.psql("SELECT pg_promote()")
+        try peer().send(.placeMsend, "inbox", "c", "2")  // positions 4 and 5 again, on the new primary
+        try await waitUntilOffThePool("the receiver has the messages sent after the failover", timeout: 300) {
+          received(log).contains("c 1") || lines(log).contains { $0.hasPrefix("error") }
+        }
+        #expect(lines(log).filter { $0.hasPrefix("error") }.isEmpty, "\(lines(log))")
+        #expect(received(log) == ["a 0", "a 1", "a 2", "b 0", "b 1", "a 0", "a 1", "a 2", "c 0", "c 1"])
+        withExtendedLifetime(logs) {}
+      }
+    }
+
     /// A receiver on a host that is cut off: another receiver, waiting for the claim in another
     /// process, gets the messages the cut-off one had not acknowledged within the detection
     /// bound (10 s).

@@ -1,7 +1,7 @@
 #if Postgres
   import Foundation
   import Liaison
-  import LiaisonPostgres
+  @testable import LiaisonPostgres
   import LiaisonTestSupport
   import Testing
 
@@ -90,6 +90,45 @@
         }
         #expect(try server.psql("SELECT count(*) FROM pg_namespace WHERE nspname = 'liaison'") == "0")
         for session in sessions { session.end() }
+      }
+    }
+
+    /// A pooler that passed the check at open (in session mode then) and hands sessions out in
+    /// turn per transaction since: every grant on a connection made since, whose statement runs
+    /// in another session than the one the connection learned when it was made, is refused,
+    /// saying what to add, and takes nothing in that session: the pooler's sessions hold no
+    /// advisory lock after. (Before, the check ran at open alone, and the locks and the claim
+    /// were granted in sessions that belonged to whichever client got them next.) The heartbeat
+    /// of a hold checks its session the same way.
+    @Test(.enabled(if: Self.mustRun, Self.message))
+    func aPoolerThatStartsSharingSessionsAfterTheOpenIsRefusedAtTheGrant() async throws {
+      // On a thread of its own: its blocking calls (psql, the pooler's reload) never hold a
+      // thread of the cooperative pool that the suites beside it need.
+      try await withTaskExecutorPreference(OwnThreadExecutor()) {
+        let (server, bouncer) = try Self.serverBehindPooler(.session)
+        defer { Self.remove(server, bouncer) }
+        let place = try await PostgresContainer(url: bouncer.url, namespace: namespace)
+        let lock = try place.lock("job")
+        let presence = try place.presence("worker")
+        // Taken once before, so that their rows' ids are known: a grant is then one statement.
+        await (try #require(try await lock.tryLock())).unlock()
+        await (try await presence.claim()).release()
+        // Sessions handed out in turn per transaction from now on; the connections made before
+        // keep theirs, and go. Three idle sessions in the pool: as many transactions at once.
+        try bouncer.reload(mode: .transaction, settings: ["server_round_robin = 1"])
+        place.connector.closeIdle()
+        let sessions = try (0..<3).map { _ in try RawSession(bouncer: bouncer, of: server) }
+        for session in sessions { try session.run("BEGIN; SELECT 1;") }
+        for session in sessions { try session.run("COMMIT;") }
+        for session in sessions { session.end() }
+        for mode in [LockMode.exclusive, .shared] {
+          let refused = await #expect(throws: LiaisonError.self, "\(mode)") { try await lock.tryLock(mode) }
+          #expect(refused?.message.contains("add pool_mode=transaction") == true, "\(String(describing: refused))")
+        }
+        let refused = await #expect(throws: LiaisonError.self) { try await presence.claim() }
+        #expect(refused?.message.contains("add pool_mode=transaction") == true, "\(String(describing: refused))")
+        #expect(try server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == "0")
+        await place.close()
       }
     }
 

@@ -140,6 +140,25 @@ public final class PgBouncerTestServer: Sendable {
     }
   }
 
+  /// Changes its pool mode (from ``mode``, the one it started in) and adds `settings` while it
+  /// runs: `SIGHUP`, on which PgBouncer reads its configuration again, its clients' connections
+  /// staying open. Returns once its log says it read it.
+  public func reload(mode newMode: PoolMode, settings: [String] = []) throws {
+    let path = folder + "/pgbouncer.ini"
+    let text = try String(contentsOfFile: path, encoding: .utf8)
+    try writeServerUserFile(
+      path,
+      text.replacingOccurrences(of: "pool_mode = \(mode)\n", with: "pool_mode = \(newMode)\n")
+        + settings.map { $0 + "\n" }.joined())
+    let reloads = log.components(separatedBy: "got SIGHUP").count
+    process.withLock { $0?.kill(SIGHUP) }
+    let deadline = Date().addingTimeInterval(60)
+    while log.components(separatedBy: "got SIGHUP").count == reloads {
+      guard Date() < deadline else { throw TestInfrastructureError("PgBouncer did not reload within 60 s: \(log)") }
+      usleep(10_000)
+    }
+  }
+
   /// Freezes it (`SIGSTOP`) until ``thaw()``: its clients' connections stay open and their
   /// statements go unanswered, as across a cut network.
   public func freeze() {

@@ -18,16 +18,33 @@ public struct MailboxEnvelope<Payload: Sendable>: Sendable {
   public let sender: String
   /// The message, decoded as the type the receiver asked for.
   public let payload: Payload
+  /// The fencing token of the receive claim of the receiver that delivered it (see the
+  /// fencing token of an exclusive lock): each receiver's is larger than every earlier one's.
+  ///
+  /// A receiver hands out the messages it read ahead for as long as it holds its claim as far as
+  /// its process knows. A receiver whose claim ended without its knowing (a process paused past
+  /// the detection bound, a connection cut) may so hand out a message that the next receiver
+  /// delivers too. Guard the handler's writes with this token, as with a lock's, and the later
+  /// receiver's writes refuse the earlier one's:
+  ///
+  /// ```sql
+  /// UPDATE job SET done = true, token = $1 WHERE id = $2 AND token <= $1
+  /// ```
+  public let claimToken: UInt64
   /// Where the message stands in the mailbox: what an acknowledgement removes.
   package let position: Int64
   /// The mailbox it came from: an acknowledgement by another mailbox's receiver is refused.
   package let mailbox: LiaisonName
 
-  package init(id: String, sentAt: Date, sender: String, payload: Payload, position: Int64, mailbox: LiaisonName) {
+  package init(
+    id: String, sentAt: Date, sender: String, payload: Payload, claimToken: UInt64, position: Int64,
+    mailbox: LiaisonName
+  ) {
     self.id = id
     self.sentAt = sentAt
     self.sender = sender
     self.payload = payload
+    self.claimToken = claimToken
     self.position = position
     self.mailbox = mailbox
   }

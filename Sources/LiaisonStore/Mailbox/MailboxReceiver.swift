@@ -22,6 +22,8 @@ public final class MailboxReceiver: Sendable {
   /// The mailbox this receiver receives from.
   public let mailbox: Mailbox
   private let held: LockGuard
+  /// The claim's fencing token, in every envelope (``MailboxEnvelope/claimToken``).
+  private let claimToken: UInt64
   /// Woken by every send: subscribed once, before the first look at the mailbox.
   private let wakeUps: SignalWaiter
   /// What this receiver has read from the store and not yet delivered. Held for the whole of a
@@ -47,6 +49,7 @@ public final class MailboxReceiver: Sendable {
   init(mailbox: Mailbox, held: LockGuard) throws(LiaisonError) {
     self.mailbox = mailbox
     self.held = held
+    claimToken = try held.fencingToken()
     let wakeUps = try SignalWaiter(mailbox.signal)
     self.wakeUps = wakeUps
     suspension = mailbox.container.registerSuspensionHandlers(
@@ -221,8 +224,8 @@ public final class MailboxReceiver: Sendable {
           case .success(let payload):
             delivery.envelopes.append(
               MailboxEnvelope(
-                id: row.id, sentAt: row.sentAt, sender: row.sender, payload: payload, position: row.position,
-                mailbox: name))
+                id: row.id, sentAt: row.sentAt, sender: row.sender, payload: payload, claimToken: claimToken,
+                position: row.position, mailbox: name))
           case .failure(let undecodable):
             delivery.quarantine.append((row.position, undecodable.reason))
           }
