@@ -34,6 +34,16 @@ fallback):
                               the queue table empty, its jobs moved to its log), polled every
                               millisecond: received and acknowledged.
 
+With --figures producers and --producers N (for `liaison-bench postgres-scale`):
+
+    peer.LIBRARY.producers-N  N producer processes (this script with --producer) at once, each
+                              enqueueing its share of --jobs one job at a time, each job carrying
+                              its send time; one worker in throughput mode: jobs per second from
+                              the start until the worker's function has started the last job
+                              (received, unacknowledged). --throughput-samples samples.
+    peer.LIBRARY.producers-N-latency  each of those jobs' enqueue until its function started, in
+                              nanoseconds (CLOCK_MONOTONIC).
+
 Prints one JSON object per line, one per figure: {"name", "unit" ("ns" or "jobs/s"), "samples":
 [...], "median", "p90", "p99", "count", "library", "driver", "settings"}, then exits 0. On any
 failure it says what failed on standard error and exits non-zero; every wait has a timeout.
@@ -231,6 +241,7 @@ def worker(arguments):
     threading.Thread(target=watch_input, daemon=True).start()
     library = make(arguments.library, arguments.url, arguments.schema)
     counts = {}
+    latencies = {}
 
     def received(payload):
         at = time.monotonic_ns()
@@ -239,8 +250,11 @@ def worker(arguments):
             return
         group = payload["g"]
         counts[group] = counts.get(group, 0) + 1
+        if payload.get("t"):
+            latencies.setdefault(group, []).append(at - payload["t"])
         if counts[group] == payload["n"]:
-            os.write(out, f"done {group} {at}\n".encode())
+            waited = " ".join(str(value) for value in latencies.pop(group, []))
+            os.write(out, f"done {group} {at} {waited}\n".encode())
 
     async def main():
         await library.open()
@@ -255,8 +269,9 @@ class Worker:
 
     def __init__(self, arguments, mode):
         self.errors = tempfile.TemporaryFile()
+        role = "--producer" if mode == "producer" else "--worker"
         self.process = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", "--mode", mode, "--library", arguments.library,
+            [sys.executable, os.path.abspath(__file__), role, "--mode", mode, "--library", arguments.library,
              "--url", arguments.url, "--schema", arguments.schema, "--concurrency", str(arguments.concurrency),
              "--batch", str(arguments.batch)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors)
@@ -380,6 +395,68 @@ async def throughput(library, arguments):
         worker.stop()
 
 
+def producer(arguments):
+    """One of --producers processes: opens the library, says ready, and at each line of its
+    standard input ("GROUP TOTAL COUNT") enqueues COUNT jobs one at a time, each its send time,
+    then says done. Ends when its standard input closes."""
+    async def main():
+        library = make(arguments.library, arguments.url, arguments.schema)
+        await library.open()
+        os.write(sys.stdout.fileno(), b"ready\n")
+        loop = asyncio.get_running_loop()
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            if not line:
+                break
+            group, total, count = (int(word) for word in line.split())
+            for _ in range(count):
+                await library.enqueue([{"g": group, "n": total, "t": time.monotonic_ns()}])
+            os.write(sys.stdout.fileno(), b"done\n")
+        await library.close()
+
+    asyncio.run(main())
+
+
+async def producers(library, arguments):
+    """N producer processes at once, one worker: jobs per second, and each job's latency."""
+    count = arguments.producers
+    share = arguments.jobs // count
+    worker = Worker(arguments, "throughput")
+    watcher = await connect_watcher(arguments)
+    senders = []
+    try:
+        if worker.line("it to start") != "ready":
+            raise PeerError("the worker did not start")
+        for _ in range(count):
+            sender = Worker(arguments, "producer")
+            senders.append(sender)
+            if sender.line("a producer to start") != "ready":
+                raise PeerError("a producer did not start")
+        rates, waits = [], []
+        for group in range(1 + arguments.throughput_samples):  # the first: a warm-up
+            start = time.monotonic_ns()
+            for sender in senders:
+                sender.process.stdin.write(f"{group} {share * count} {share}\n".encode())
+                sender.process.stdin.flush()
+            line = worker.line(f"the last of {share * count} jobs")
+            words = line.split()
+            if words[:2] != ["done", str(group)]:
+                raise PeerError(f"the worker answered {line!r}")
+            for sender in senders:
+                if sender.line("a producer's end") != "done":
+                    raise PeerError("a producer did not finish")
+            await wait_until_finished(library, watcher, arguments.timeout)
+            if group >= 1:
+                rates.append(share * count / ((int(words[2]) - start) / 1e9))
+                waits += [float(word) for word in words[3:]]
+        return rates, waits
+    finally:
+        await watcher.close()
+        for sender in senders:
+            sender.stop()
+        worker.stop()
+
+
 async def produce(arguments):
     import psycopg
 
@@ -407,6 +484,13 @@ async def produce(arguments):
             figure("latency", "ns", samples,
                    library.settings(False, arguments.concurrency, arguments.batch)
                    + f"; {arguments.warmup} warm-up jobs, a pause of {arguments.pause_ms:g} ms after each answer")
+        if "producers" in arguments.figures:
+            rates, waits = await producers(library, arguments)
+            settings = (library.settings(True, arguments.concurrency, arguments.batch)
+                        + f"; {arguments.producers} producer processes, {arguments.jobs // arguments.producers} "
+                        "jobs each, enqueued one at a time")
+            figure(f"producers-{arguments.producers}", "jobs/s", rates, settings + "; until the last job's function started")
+            figure(f"producers-{arguments.producers}-latency", "ns", waits, settings + "; each job's enqueue until its function started")
         if "throughput" in arguments.figures:
             received, acked, sizes = await throughput(library, arguments)
             settings = (library.settings(True, arguments.concurrency, arguments.batch)
@@ -456,13 +540,18 @@ def main():
                         help="Procrastinate's worker concurrency for throughput (default 10)")
     parser.add_argument("--timeout", type=float, default=60, help="the longest wait for anything (default 60 s)")
     parser.add_argument("--schema", default=None, help="the schema to work in (default liaison_bench_LIBRARY_PID)")
+    parser.add_argument("--producers", type=int, default=1, help="producer processes for --figures producers")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--producer", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="latency", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     arguments.schema = arguments.schema or f"liaison_bench_{arguments.library}_{os.getpid()}"
     try:
         if arguments.worker:
             worker(arguments)
+            return
+        if arguments.producer:
+            producer(arguments)
             return
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # runs the cleanup
         for figure in asyncio.run(produce(arguments)):

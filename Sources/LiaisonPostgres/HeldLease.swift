@@ -316,6 +316,13 @@
     /// Whether no exclusive lease holds the lock's row: SQL.
     static let noExclusiveLease = "(lease_end IS NULL OR lease_end <= clock_timestamp())"
 
+    /// Whether a lease's fenced statement may be in flight on the lock's row: a lease holds it, or
+    /// held it and ended without a release (SQL). A session's exclusive grant locks the row `FOR
+    /// UPDATE` only then: a row no lease ever held costs it no row lock. An exclusive lease's
+    /// release waits for its own fenced statements (it locks the row too), so that its holder
+    /// cleared means none is in flight.
+    static let mayBeFenced = "(lease_holder IS NOT NULL OR shared_leases <> '{}'::jsonb)"
+
     /// Whether no lease holds the lock's row, exclusive or shared: SQL.
     static let noLease = """
       \(noExclusiveLease) AND NOT EXISTS (
@@ -407,8 +414,12 @@
     static func release(_ kind: Kind, holder: String) -> PostgresQuery {
       switch kind {
       case .lock(let id, .exclusive):
+        // The row locked as a taker locks it: a fenced statement of this holder still in flight
+        // ends first (see ``mayBeFenced``).
         return """
-          UPDATE liaison.lock SET lease_holder = NULL, lease_end = NULL
+          WITH taken AS MATERIALIZED (
+            SELECT 1 FROM liaison.lock WHERE id = \(id) AND lease_holder = \(holder)::uuid FOR UPDATE)
+          UPDATE liaison.lock SET lease_holder = NULL, lease_end = NULL FROM taken
           WHERE id = \(id) AND lease_holder = \(holder)::uuid
           """
       case .lock(let id, .shared):

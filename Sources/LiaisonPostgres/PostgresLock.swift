@@ -228,11 +228,13 @@
               WHEN \(wait) THEN (SELECT true FROM (SELECT pg_advisory_lock(\(lockClass), \(id))) AS w)
               ELSE pg_try_advisory_lock(\(lockClass), \(id)) END AS held,
               set_config('synchronous_commit', 'on', true)),
-          taken AS MATERIALIZED (
+          fenced AS MATERIALIZED (
             SELECT 1 FROM liaison.lock, granted
-            WHERE granted.held AND id = \(id) AND \(unescaped: HeldLease.noLease) FOR UPDATE OF lock),
+            WHERE granted.held AND id = \(id) AND \(unescaped: HeldLease.mayBeFenced) AND \(unescaped: HeldLease.noLease)
+            FOR UPDATE OF lock),
           token AS (
-            UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted, taken
+            UPDATE liaison.lock SET fencing_token = fencing_token + 1
+            FROM granted, (SELECT count(*) FROM fenced) AS waited
             WHERE granted.held AND id = \(id) AND \(unescaped: HeldLease.noLease)
             RETURNING fencing_token)
           SELECT granted.held, (SELECT fencing_token FROM token), pg_backend_pid() FROM granted

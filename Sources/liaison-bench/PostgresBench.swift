@@ -282,9 +282,10 @@ import Foundation
 
     /// Runs the script for one library to its end (it starts its own worker processes, makes and
     /// drops its own schema; every wait in it has a timeout) and reads its figures.
-    func run(library: String, url: String) throws -> [Figure] {
+    func run(library: String, url: String, _ options: [String] = []) throws -> [Figure] {
       let child = try ChildProcess(
-        python, [script, "--library", library, "--url", url], input: .discard, output: .pipe, errors: .pipe)
+        python, [script, "--library", library, "--url", url] + options, input: .discard, output: .pipe,
+        errors: .pipe)
       let (output, errors, termination) = child.finish()
       guard termination == .exited(0) else {
         throw BenchError(

@@ -628,6 +628,8 @@ import Foundation
       case "pg-raw-mailbox-receiver":
         try PostgresMailboxScenarios.receiveRaw(
           url: arguments[0], namespace: arguments[1], input: input, output: output)
+      case _ where role.hasPrefix("pg-scale-"):
+        try PostgresScale.peer(role, arguments, input: input, output: output)
       default:
         fatalError("unknown peer role \(role)")
       }

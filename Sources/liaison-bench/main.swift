@@ -8,6 +8,8 @@
 //                                                      (see Chaos.swift, PostgresChaos.swift)
 //   swift run -c release --traits Postgres liaison-bench postgres [--url URL] [--json] [--runs N]
 //     (LiaisonPostgres against postgres-nio and psycopg; PostgresBench.swift)
+//   swift run -c release --traits Postgres liaison-bench postgres-scale [--url URL] [--processes 1,4,16,64]
+//     (how the PostgreSQL parts grow with client processes; PostgresScale.swift)
 //
 // Scenarios: lock.uncontended, lock.handoff, lock.handoff.kill, presence.probe, presence.release.kill, signal.latency, defaults.get,
 // defaults.set, defaults.visibility, model.visibility, database.observation, mailbox.latency, mailbox.throughput,
@@ -49,6 +51,10 @@ if arguments.first == "chaos" {
 
 if arguments.first == "postgres" {
   exit(PostgresBench.main(Array(arguments.dropFirst())))
+}
+
+if arguments.first == "postgres-scale" {
+  exit(PostgresScale.main(Array(arguments.dropFirst())))
 }
 
 if arguments.first == "scale" {
