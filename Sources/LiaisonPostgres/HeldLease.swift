@@ -318,9 +318,9 @@
 
     /// Whether a lease's fenced statement may be in flight on the lock's row: a lease holds it, or
     /// held it and ended without a release (SQL). A session's exclusive grant locks the row `FOR
-    /// UPDATE` only then: a row no lease ever held costs it no row lock. An exclusive lease's
-    /// release waits for its own fenced statements (it locks the row too), so that its holder
-    /// cleared means none is in flight.
+    /// UPDATE`, in a second statement, only then: on a row no lease holds or left, it is one
+    /// statement as before. An exclusive lease's release waits for its own fenced statements (it
+    /// locks the row too), so that its holder cleared means none is in flight.
     static let mayBeFenced = "(lease_holder IS NOT NULL OR shared_leases <> '{}'::jsonb)"
 
     /// Whether no lease holds the lock's row, exclusive or shared: SQL.

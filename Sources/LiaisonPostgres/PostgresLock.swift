@@ -228,14 +228,10 @@
               WHEN \(wait) THEN (SELECT true FROM (SELECT pg_advisory_lock(\(lockClass), \(id))) AS w)
               ELSE pg_try_advisory_lock(\(lockClass), \(id)) END AS held,
               set_config('synchronous_commit', 'on', true)),
-          fenced AS MATERIALIZED (
-            SELECT 1 FROM liaison.lock, granted
-            WHERE granted.held AND id = \(id) AND \(unescaped: HeldLease.mayBeFenced) AND \(unescaped: HeldLease.noLease)
-            FOR UPDATE OF lock),
           token AS (
-            UPDATE liaison.lock SET fencing_token = fencing_token + 1
-            FROM granted, (SELECT count(*) FROM fenced) AS waited
+            UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM granted
             WHERE granted.held AND id = \(id) AND \(unescaped: HeldLease.noLease)
+              AND NOT \(unescaped: HeldLease.mayBeFenced)
             RETURNING fencing_token)
           SELECT granted.held, (SELECT fencing_token FROM token), pg_backend_pid() FROM granted
           """, on: connection, within: limit, logger: connector.quietLogger)
@@ -243,6 +239,18 @@
         try connector.checkSession(of: connection, ranIn: session)
         guard held else { return nil }
         if let token { return UInt64(bitPattern: token) }
+        // A row a lease held (``HeldLease/mayBeFenced``): its fenced statement, if one is still
+        // in flight, ends first (the row locked as every taker locks it), then the token.
+        let fenced = try await Connector.run(
+          """
+          WITH durable AS MATERIALIZED (SELECT set_config('synchronous_commit', 'on', true)),
+          taken AS MATERIALIZED (
+            SELECT 1 FROM liaison.lock WHERE id = \(id) AND \(unescaped: HeldLease.noLease) FOR UPDATE)
+          UPDATE liaison.lock SET fencing_token = fencing_token + 1 FROM durable, taken
+          WHERE id = \(id) AND \(unescaped: HeldLease.noLease)
+          RETURNING fencing_token
+          """, on: connection, within: limit, logger: connector.quietLogger)
+        if let token = try fenced.first?.decode(Int64.self) { return UInt64(bitPattern: token) }
         _ = try await Connector.run(
           "SELECT pg_advisory_unlock(\(lockClass), \(id))", on: connection, within: connector.timing.replyTimeout,
           logger: connector.quietLogger)

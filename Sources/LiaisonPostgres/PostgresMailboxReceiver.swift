@@ -224,28 +224,8 @@
         }
         if taken.isEmpty {
           let after = reading.withLock { $0.cursor }
-          // One row at least, which names the server (a row of nulls when no message waits).
-          let read = try await run(
-            """
-            SELECT extract(epoch FROM pg_postmaster_start_time())::float8, ahead.* FROM (SELECT) AS server
-            LEFT JOIN LATERAL (
-              SELECT \(unescaped: MailboxRow.columns) FROM (
-                SELECT \(unescaped: MailboxRow.columns),
-                  sum(octet_length(payload)) OVER (ORDER BY position) - octet_length(payload) AS bytes_before
-                FROM liaison.mailbox_message
-                WHERE namespace = \(mailbox.container.namespace.rawValue) AND mailbox = \(name.rawValue)
-                  AND position > \(after) AND quarantine_reason IS NULL
-                ORDER BY position LIMIT \(max(limit, readAhead))) AS ahead
-              WHERE bytes_before < \(MailboxLimits.readAheadBytes)) AS ahead ON true
-            ORDER BY ahead.position
-            """, doing: "receive from the mailbox '\(name)'")
-          guard let first = read.first else { return [] }
-          let started = try decodeRow(name) { try first.makeRandomAccess()[0].decode(Double.self, context: .default) }
-          guard reading.withLock({ $0.reached(serverStartedAt: started) }) else { continue }
-          var rows: [MailboxRow] = []
-          for row in read {
-            if let message = try MailboxRow(afterServerStart: row, mailbox: name) { rows.append(message) }
-          }
+          let rows = try await read(after: after, limit: max(limit, readAhead))
+          guard let rows else { continue }  // another server: read again from the first message
           // Another task of this receiver may have read the same rows meanwhile: what it read
           // is not read again. Positions follow the order of commits, so nothing is skipped.
           taken = reading.withLock { reading -> [MailboxRow] in
@@ -289,6 +269,46 @@
         }
         if !envelopes.isEmpty { return envelopes }
       }
+    }
+
+    /// The messages after position `after`, at most `limit` and ``MailboxLimits/readAheadBytes``
+    /// of payloads; `nil` when the read reached another server than the last one (see
+    /// ``Reading/reached(serverStartedAt:)``), which only a lease can: a session's claim ends with
+    /// its server.
+    private func read(after: Int64, limit: Int) async throws(LiaisonError) -> [MailboxRow]? {
+      let name = mailbox.name
+      var binds = PostgresBindings()
+      binds.append(mailbox.container.namespace.rawValue)
+      binds.append(name.rawValue)
+      // The position and sizes are numbers of this process's own, written in the statement.
+      let messages = """
+        SELECT \(MailboxRow.columns) FROM (
+          SELECT \(MailboxRow.columns),
+            sum(octet_length(payload)) OVER (ORDER BY position) - octet_length(payload) AS bytes_before
+          FROM liaison.mailbox_message
+          WHERE namespace = $1 AND mailbox = $2 AND position > \(after) AND quarantine_reason IS NULL
+          ORDER BY position LIMIT \(limit)) AS ahead
+        WHERE bytes_before < \(MailboxLimits.readAheadBytes)
+        """
+      let doing = "receive from the mailbox '\(name)'"
+      guard mailbox.container.connector.holdsAreLeases else {
+        return try await run(PostgresQuery(unsafeSQL: messages + " ORDER BY position", binds: binds), doing: doing)
+          .map { row throws(LiaisonError) in try MailboxRow(row, mailbox: name) }
+      }
+      // One row at least, which names the server (a row of nulls when no message waits).
+      let read = try await run(
+        PostgresQuery(
+          unsafeSQL: "SELECT extract(epoch FROM pg_postmaster_start_time())::float8, ahead.* FROM (SELECT) AS server "
+            + "LEFT JOIN LATERAL (\(messages)) AS ahead ON true ORDER BY ahead.position", binds: binds),
+        doing: doing)
+      guard let first = read.first else { return [] }
+      let started = try decodeRow(name) { try first.makeRandomAccess()[0].decode(Double.self, context: .default) }
+      guard reading.withLock({ $0.reached(serverStartedAt: started) }) else { return nil }
+      var rows: [MailboxRow] = []
+      for row in read {
+        if let message = try MailboxRow(afterServerStart: row, mailbox: name) { rows.append(message) }
+      }
+      return rows
     }
 
     // MARK: Acknowledging
