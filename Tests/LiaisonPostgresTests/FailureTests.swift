@@ -35,7 +35,9 @@
     func everyTakerWaitsForAFencedStatementInFlightPastItsLeasesEnd(_ kind: Backend, _ mode: LockMode) async throws {
       // On a thread of its own: its blocking calls (psql) never hold a thread of the cooperative
       // pool that the suites beside it need.
-      try await withTaskExecutorPreference(OwnThreadExecutor()) {
+      // Its task too, explicitly (an unstructured task does not take the preference).
+      let thread = OwnThreadExecutor()
+      try await withTaskExecutorPreference(thread) {
         let backend = try BackendPlace(kind)
         let server = try #require(backend.server)
         // A reply bound (a fifth of it) long enough for the waits below, however busy the machine.
@@ -56,7 +58,7 @@
           try server.psql("SELECT lease_end <= clock_timestamp() FROM liaison.lock WHERE \(row)") == "t"
         }
         let ended = Locked(false)
-        let taking = Task {
+        let taking = Task(executorPreference: thread) {
           defer { ended.withLock { $0 = true } }
           return try await lock.tryLock(mode)
         }

@@ -229,12 +229,15 @@
     func anUpgradeWhileAnExclusiveWaiterWaitsCompletesAndOtherLocksGoOn() async throws {
       // On a thread of its own: its blocking calls (psql, the server's start and stop, a child's
       // end) never hold a thread of the cooperative pool that the suites beside it need.
-      try await withTaskExecutorPreference(OwnThreadExecutor()) {
+      // Its tasks too, explicitly (an unstructured task does not take the preference): under
+      // Thread Sanitizer, the pool's threads stayed blocked by the synchronous suites for 300 s.
+      let thread = OwnThreadExecutor()
+      try await withTaskExecutorPreference(thread) {
         let (server, database, url) = try newDatabase()
         let holder = try await PostgresContainer(url: url, namespace: "fleet")
         let held = try #require(try await holder.lock("job").tryLock())
         let waiter = try await PostgresContainer(url: url, namespace: "fleet")
-        let waiting = Task { try await waiter.lock("job").lock() }
+        let waiting = Task(executorPreference: thread) { try await waiter.lock("job").lock() }
         try await waitUntilOffThePool("the waiter waits", timeout: 300) {
           try server.psql(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", database: database)
@@ -247,11 +250,11 @@
         // Counted when each ends, whether it succeeded or threw: its error shows below. Their
         // bound is long enough that a sanitizer's slow run is not taken for a dead server.
         let ended = Locked(0)
-        let upgrade = Task {
+        let upgrade = Task(executorPreference: thread) {
           defer { ended.withLock { $0 += 1 } }
           return try await PostgresContainer(url: url, namespace: "fleet", detectionBound: .seconds(60))
         }
-        let other = Task {
+        let other = Task(executorPreference: thread) {
           defer { ended.withLock { $0 += 1 } }
           let place = try await PostgresContainer(url: url, namespace: "other", detectionBound: .seconds(60))
           let lock = try #require(try await place.lock("job").tryLock())
