@@ -80,7 +80,9 @@
     func anAcknowledgementWaitingBehindARowLockKeepsItsClaim() async throws {
       // On a thread of its own: its blocking calls (psql, the server's start and stop, a child's
       // end) never hold a thread of the cooperative pool that the suites beside it need.
-      try await withTaskExecutorPreference(OwnThreadExecutor()) {
+      // Its task too, explicitly (an unstructured task does not take the preference).
+      let thread = OwnThreadExecutor()
+      try await withTaskExecutorPreference(thread) {
         let backend = try BackendPlace(.postgres)
         let server = try #require(backend.server)
         let place = try await backend.open() as! PostgresContainer
@@ -99,7 +101,7 @@
           try await receiver.acknowledge(received[0], timeout: .seconds(1))
         }
         #expect(timedOut?.code == .timedOut, "\(String(describing: timedOut))")
-        let acknowledging = Task { try await receiver.acknowledge(received) }
+        let acknowledging = Task(executorPreference: thread) { try await receiver.acknowledge(received) }
         try await waitUntilOffThePool("the acknowledgement waits for the receipt's row", timeout: 300) {
           try session.blocksAnother(server)
         }
