@@ -251,7 +251,10 @@ import Foundation
         for _ in 0..<5 {
           let held = try blocking { try await lock.lock() }
           for peer in peers { peer.send(UInt8(ascii: "g")) }
-          try blocking { try await waitForWaiters(poll, classID: PostgresScenarios.liaisonLockClass, id: id, waiters) }
+          try blocking {
+            try await PostgresScenarios.waitForWaiter(
+              poll, classID: PostgresScenarios.liaisonLockClass, objectID: id, count: waiters, seconds: 60)
+          }
           let releasedAt = now()
           _ = try blocking { await held.unlock() }
           let last = peers.map { $0.readTimestamp() }.max()!
@@ -272,7 +275,10 @@ import Foundation
             ).collect()
           }
           for peer in peers { peer.send(UInt8(ascii: "g")) }
-          try blocking { try await waitForWaiters(poll, classID: floorClass, id: rawLockID, waiters) }
+          try blocking {
+            try await PostgresScenarios.waitForWaiter(
+              poll, classID: floorClass, objectID: rawLockID, count: waiters, seconds: 60)
+          }
           let releasedAt = now()
           try blocking {
             _ = try await holder.query(
@@ -288,22 +294,6 @@ import Foundation
         scenario: "lock: a hand-off along N waiting processes, per waiter", processes: waiters,
         liaison: Measurement("scale.pg.lock.handoff", liaison), raw: Measurement("scale.pg.raw.handoff", raw),
         unit: "ns")
-    }
-
-    /// Waits (at most 60 s) until `count` sessions wait on the server for the advisory lock.
-    static func waitForWaiters(_ poll: PostgresConnection, classID: Int32, id: Int32, _ count: Int) async throws {
-      let deadline = now() + 60_000_000_000
-      while now() < deadline {
-        let rows = try await poll.query(
-          """
-          SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-          AND classid::bigint = \(Int64(classID)) AND objid::bigint = \(Int64(id)) AND objsubid = 2
-          """, logger: RawPostgres.logger
-        ).collect()
-        if try (rows.first?.decode(Int64.self) ?? 0) >= count { return }
-        try await Task.sleep(for: .milliseconds(1))
-      }
-      throw BenchError("\(count) sessions did not all wait for the advisory lock (\(classID), \(id)) within 60 s")
     }
 
     /// The waiter peer: on `g`, locks (waiting), answers the time it has the lock, and unlocks.

@@ -494,10 +494,12 @@ import Foundation
       }
     }
 
-    /// Waits (at most 5 s) until `pg_locks` shows a session waiting for the advisory lock with
-    /// these two keys: the waiter really asleep on the server.
-    static func waitForWaiter(_ poll: PostgresConnection, classID: Int32, objectID: Int32) async throws {
-      let deadline = now() + 5_000_000_000
+    /// Waits (at most `seconds`) until `pg_locks` shows `count` sessions waiting for the advisory
+    /// lock with these two keys: the waiters really asleep on the server.
+    static func waitForWaiter(
+      _ poll: PostgresConnection, classID: Int32, objectID: Int32, count: Int = 1, seconds: UInt64 = 5
+    ) async throws {
+      let deadline = now() + seconds * 1_000_000_000
       while now() < deadline {
         let rows = try await poll.query(
           """
@@ -505,10 +507,11 @@ import Foundation
           AND classid::bigint = \(Int64(classID)) AND objid::bigint = \(Int64(objectID)) AND objsubid = 2
           """, logger: RawPostgres.logger
         ).collect()
-        if try (rows.first?.decode(Int64.self) ?? 0) > 0 { return }
+        if try (rows.first?.decode(Int64.self) ?? 0) >= count { return }
         try await Task.sleep(for: .microseconds(200))
       }
-      throw BenchError("no session waited for the advisory lock (\(classID), \(objectID)) within 5 s")
+      throw BenchError(
+        "\(count) session(s) did not all wait for the advisory lock (\(classID), \(objectID)) within \(seconds) s")
     }
 
     // MARK: - pg.signal.latency
