@@ -65,6 +65,9 @@ final class ContainerLifecycle: Sendable {
 
   /// The lifecycle of the container whose private folder is `folder`.
   static func shared(for folder: PrivateFolder) throws(LiaisonError) -> ContainerLifecycle {
+    // A read-only container with no folder of Liaison's yet: nothing in it to hold or wait for
+    // but signals, which each process's own lifecycle suspends; no identity to share it by.
+    if !folder.exists { return ContainerLifecycle() }
     let info: stat
     switch Syscall.status(folder.descriptor) {
     case .success(let status): info = status

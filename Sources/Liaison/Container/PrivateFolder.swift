@@ -12,28 +12,57 @@ import SystemPackage
 /// symbolic link planted in the folder never redirects a read or a write, and the folder keeps
 /// meaning the same directory even if its path is renamed underneath. Folders are created 0700 and
 /// files 0600; a folder or file of ours found with looser modes is tightened.
+///
+/// In a container this process may not write (a read-only mount, a keyboard extension without
+/// Full Access), nothing is created or tightened, and the checks still run. A folder missing there
+/// is **absent**: it lists nothing, holds no file, and a write into it throws
+/// ``LiaisonError/Code/readOnly``, so that a reader sees "nothing there".
 package final class PrivateFolder: Sendable {
-  /// The descriptor of the folder, open for the life of this object.
+  /// The descriptor of the folder, open for the life of this object; -1 for an absent folder
+  /// (``exists``).
   package let descriptor: CInt
   /// The folder's path, for messages.
   package let path: String
   /// The folder's device and inode, the same in every process whatever path it was opened by.
   package let identity: String
 
-  private init(descriptor: CInt, path: String, identity: String) {
+  /// Why an absent folder could not be made (`EROFS`, `EACCES`, `EPERM`); `nil` for one that exists.
+  private let absenceReason: Errno?
+
+  private init(descriptor: CInt, path: String, identity: String, absenceReason: Errno? = nil) {
     self.descriptor = descriptor
     self.path = path
     self.identity = identity
+    self.absenceReason = absenceReason
   }
 
-  deinit { Syscall.close(descriptor) }
+  deinit { if exists { Syscall.close(descriptor) } }
+
+  /// Whether the folder exists: `false` for a folder missing from a container this process may
+  /// not write, which could not be created.
+  package var exists: Bool { descriptor >= 0 }
+
+  /// A folder missing from a read-only container: it lists nothing and holds no file.
+  private static func absent(_ path: String, reason: Errno?) -> PrivateFolder {
+    PrivateFolder(descriptor: -1, path: path, identity: "absent:" + path, absenceReason: reason)
+  }
 
   /// Opens (creating it if needed) the folder `name` inside the directory `parent`.
+  ///
+  /// In a container this process may not write, a missing folder (or one inside an absent
+  /// `parent`, -1) is returned absent (``exists`` is `false`) rather than created.
   package static func open(_ name: String, in parent: CInt, parentPath: String) throws(LiaisonError) -> PrivateFolder {
     let path = parentPath.hasSuffix("/") ? parentPath + name : parentPath + "/" + name
-    if mkdirat(parent, name, 0o700) != 0 && errno != EEXIST {
+    if parent < 0 { return absent(path, reason: nil) }
+    // Made only when missing: in a sandbox that lets this process read and not write, a `mkdir`
+    // on a folder that exists is refused (`EPERM`) rather than answered `EEXIST`.
+    var existing = stat()
+    if fstatat(parent, name, &existing, AT_SYMLINK_NOFOLLOW) != 0, errno == ENOENT,
+      mkdirat(parent, name, 0o700) != 0, errno != EEXIST
+    {
       let error = currentErrno()
       if error == .noSuchFileOrDirectory, let deleted = deletedFolderError(parent, path: parentPath) { throw deleted }
+      if LiaisonError.meansReadOnly(error), !canWrite(parent) { return absent(path, reason: error) }
       throw LiaisonError.system(error, "create the folder", path: path)
     }
     let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
@@ -66,12 +95,19 @@ package final class PrivateFolder: Sendable {
     return PrivateFolder(descriptor: fd, path: path, identity: "\(deviceNumber(info.st_dev)).\(info.st_ino)")
   }
 
+  /// Opens (creating it if needed) the folder `name` inside this one; absent when this one is.
+  package func subfolder(_ name: String) throws(LiaisonError) -> PrivateFolder {
+    if !exists { return Self.absent(path(of: name), reason: absenceReason) }
+    return try Self.open(name, in: descriptor, parentPath: path)
+  }
+
   /// Opens the folder `name` inside the directory `parent` if it exists, creating nothing.
   ///
   /// - Returns: the folder, or `nil` when nothing stands at that name.
   package static func openIfExists(
     _ name: String, in parent: CInt, parentPath: String
   ) throws(LiaisonError) -> PrivateFolder? {
+    if parent < 0 { return nil }
     var info = stat()
     if fstatat(parent, name, &info, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT { return nil }
     return try open(name, in: parent, parentPath: parentPath)
@@ -96,6 +132,10 @@ package final class PrivateFolder: Sendable {
   ///   another user's file stands at that name.
   package func openFile(_ name: String, create: Bool, writing: Bool = true) throws(LiaisonError) -> CInt? {
     let filePath = path(of: name)
+    if !exists {
+      if create || writing { throw LiaisonError.readOnly(absenceReason, "create", path: filePath) }
+      return nil
+    }
     var flags = (writing ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK
     if create { flags |= O_CREAT }
     let fd: CInt
@@ -113,6 +153,9 @@ package final class PrivateFolder: Sendable {
       if error == .noSuchFileOrDirectory, let deleted = Self.deletedFolderError(descriptor, path: path) {
         throw deleted
       }
+      if (writing || create) && LiaisonError.meansReadOnly(error) {
+        if let refusal = readOnlyRefusal(name, error: error, path: filePath) { throw refusal }
+      }
       throw LiaisonError.system(error, "open", path: filePath)
     }
     do {
@@ -128,6 +171,7 @@ package final class PrivateFolder: Sendable {
   /// folder with no links). A new folder made at the same path may even reuse its inode, and so
   /// its ``identity``: caches keyed by identity check this before trusting an entry.
   package var isDeleted: Bool {
+    if !exists { return false }
     var info = stat()
     return fstat(descriptor, &info) != 0 || info.st_nlink == 0
   }
@@ -142,6 +186,7 @@ package final class PrivateFolder: Sendable {
   ///   another user's file stands at that name.
   package func inspectFile(_ name: String) throws(LiaisonError) -> stat? {
     let filePath = path(of: name)
+    if !exists { return nil }
     var info = stat()
     if fstatat(descriptor, name, &info, AT_SYMLINK_NOFOLLOW) != 0 {
       let error = currentErrno()
@@ -160,10 +205,33 @@ package final class PrivateFolder: Sendable {
     return info
   }
 
+  /// The error for an open of the file `name` for writing that the system refused with `error`
+  /// (`EROFS`, `EACCES`, `EPERM`), when it means that this process may not write the container:
+  /// always for `EROFS`; for the others, when the file (or, for one to create, this folder) is
+  /// this user's and the folder is not writable to this process, so that a sandbox or a mount
+  /// refused it. `nil` when the file is another user's, or something else refused: the caller
+  /// reports the system error, or the open checks the file as usual.
+  private func readOnlyRefusal(_ name: String, error: Errno, path filePath: String) -> LiaisonError? {
+    if error == .readOnlyFileSystem { return LiaisonError.readOnly(error, "write", path: filePath) }
+    var info = stat()
+    if fstatat(descriptor, name, &info, AT_SYMLINK_NOFOLLOW) == 0 {
+      // Another user's file: the open's own checks say so (unsafeFile), not "read-only".
+      guard info.st_uid == geteuid(), info.st_mode & S_IFMT == S_IFREG else { return nil }
+    }
+    return LiaisonError.readOnly(error, "write", path: filePath)
+  }
+
+  /// Whether this process may write in the folder `descriptor` (`faccessat(W_OK)`): `false` on a
+  /// read-only mount, in a sandbox that refuses it, or for a folder of another user.
+  private static func canWrite(_ descriptor: CInt) -> Bool {
+    faccessat(descriptor, ".", W_OK, AT_EACCESS) == 0
+  }
+
   /// The names in this folder that follow the naming rule, sorted. Other entries are skipped.
   /// With a `suffix`, the names of the files called `NAME` + `suffix` (`notes` for
   /// `notes.sqlite`), so that a name of the longest length allowed is listed too.
   package func names(suffix: String = "") throws(LiaisonError) -> [LiaisonName] {
+    if !exists { return [] }
     // fdopendir takes ownership of the descriptor it is given. A `dup` would share the folder
     // descriptor's offset with concurrent listings; opening "." gives this listing its own.
     let copy = retryOnInterrupt { openat(descriptor, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
@@ -232,7 +300,10 @@ package final class PrivateFolder: Sendable {
         path: path)
     }
     if info.st_mode & 0o077 != 0 && !restrict() {
-      throw LiaisonError.system(currentErrno(), "restrict the permissions of", path: path)
+      let error = currentErrno()
+      // A container this process may not write is read as it is: nothing is repaired there.
+      if LiaisonError.meansReadOnly(error) { return }
+      throw LiaisonError.system(error, "restrict the permissions of", path: path)
     }
   }
 

@@ -100,12 +100,9 @@ public final class SharedContainer: Sendable {
     defer { Syscall.close(parent) }
     if let fileSystem = FileSystems.unsupported(parent) { throw FileSystems.refusal(fileSystem, path: directory) }
     root = try PrivateFolder.open(ContainerLayout.root, in: parent, parentPath: directory)
-    lockFolder = try PrivateFolder.open(
-      ContainerLayout.Folder.locks.rawValue, in: root.descriptor, parentPath: root.path)
-    presenceFolder = try PrivateFolder.open(
-      ContainerLayout.Folder.presence.rawValue, in: root.descriptor, parentPath: root.path)
-    signalFolder = try PrivateFolder.open(
-      ContainerLayout.Folder.signals.rawValue, in: root.descriptor, parentPath: root.path)
+    lockFolder = try root.subfolder(ContainerLayout.Folder.locks.rawValue)
+    presenceFolder = try root.subfolder(ContainerLayout.Folder.presence.rawValue)
+    signalFolder = try root.subfolder(ContainerLayout.Folder.signals.rawValue)
     lifecycle = try ContainerLifecycle.shared(for: root)
   }
 
@@ -147,7 +144,7 @@ public final class SharedContainer: Sendable {
   /// Opens (creating it 0700) a folder of Liaison's inside the private folder, for modules of
   /// this package (the store keeps its databases there).
   package func privateFolder(_ folder: ContainerLayout.Folder) throws(LiaisonError) -> PrivateFolder {
-    try PrivateFolder.open(folder.rawValue, in: root.descriptor, parentPath: root.path)
+    try root.subfolder(folder.rawValue)
   }
 
   /// Opens a folder of Liaison's inside the private folder if it exists, creating nothing (for

@@ -22,6 +22,7 @@ extension PrivateFolder {
   /// - Throws: ``LiaisonError/Code/unsafeFile`` naming the folder another user can write, and
   ///   whose it is.
   package func trustedPath(of name: String) throws(LiaisonError) -> String {
+    if !exists { throw LiaisonError.readOnly(nil, "create", path: path(of: name)) }
     let real = try realPath()
     var folder = ""
     var components = real.split(separator: "/", omittingEmptySubsequences: true).map(String.init)[...]

@@ -141,7 +141,7 @@ package enum FencingCounter {
   /// Adds one to the counter of `lock`, whose exclusive lock the caller holds on `lockDescriptor`,
   /// and returns the new value.
   static func next(_ lock: ProcessLock, lockDescriptor: CInt) throws(LiaisonError) -> UInt64 {
-    let counters = try PrivateFolder.open(folderName, in: lock.folder.descriptor, parentPath: lock.folder.path)
+    let counters = try lock.folder.subfolder(folderName)
     let path = counters.path(of: lock.name.rawValue)
     // `create: true` never returns nil.
     let fd = try counters.openFile(lock.name.rawValue, create: true)!

@@ -59,7 +59,8 @@ public final class Presence: Sendable {
   private func fileToLookAt() throws(LiaisonError) -> CInt? {
     try lookDescriptor.withLock { kept throws(LiaisonError) -> CInt? in
       if let kept { return kept }
-      kept = try container.presenceFolder.openFile(name.rawValue, create: false)
+      // For reading alone: a look writes nothing, and so works in a read-only container.
+      kept = try container.presenceFolder.openFile(name.rawValue, create: false, writing: false)
       return kept
     }
   }
@@ -267,9 +268,33 @@ public final class Presence: Sendable {
   /// concludes.
   static let settleTime: UInt64 = 100_000_000
 
-  /// Opens the presence file, creating it.
-  func openFile() throws(LiaisonError) -> CInt {
+  /// Opens the presence file for a claim or a lease, creating it.
+  ///
+  /// - Throws: ``LiaisonError/Code/readOnly`` when the container is read-only for this process.
+  func openFileForWriting() throws(LiaisonError) -> CInt {
     try container.presenceFolder.openFile(name.rawValue, create: true)!
+  }
+
+  /// Opens the presence file for a watch of its changes, creating it; in a container this
+  /// process may not write, opens it for reading (a watch writes nothing).
+  ///
+  /// - Throws: ``LiaisonError/Code/readOnly`` when the container is read-only for this process
+  ///   and the file does not exist (the presence was never claimed or leased there): there is no
+  ///   file to watch until a writer makes it.
+  func openFile() throws(LiaisonError) -> CInt {
+    do {
+      return try openFileForWriting()
+    } catch let error where error.code == .readOnly {
+      guard let fd = try container.presenceFolder.openFile(name.rawValue, create: false, writing: false) else {
+        throw LiaisonError(
+          .readOnly,
+          "The presence '\(name)' cannot be watched: it was never claimed or leased in this container, and the "
+            + "container is read-only for this process, so its file '\(path)' cannot be made. Probe it with isActive "
+            + "(it reads inactive), or watch it once a process that may write the container has claimed it.",
+          errno: error.errno, path: path)
+      }
+      return fd
+    }
   }
 
   func readRecord(_ fd: CInt) throws(LiaisonError) -> PresenceRecord.Decoded {

@@ -78,7 +78,7 @@ public final class PresenceClaim: Sendable {
     try state.withLock { state throws(LiaisonError) in
       guard !state.released, !state.held else { return }
       let fd: CInt
-      if let open = state.descriptor { fd = open } else { fd = try presence.openFile() }
+      if let open = state.descriptor { fd = open } else { fd = try presence.openFileForWriting() }
       state.descriptor = fd
       do throws(LiaisonError) {
         let found: PresenceRecord.Decoded

@@ -124,7 +124,7 @@ public final class PresenceLease: Sendable {
     }
     let fd: CInt
     do throws(LiaisonError) {
-      fd = try presence.openFile()
+      fd = try presence.openFileForWriting()
     } catch {
       presence.container.lifecycle.leave(self)
       throw error

@@ -48,6 +48,7 @@ public final class Signal: Sendable {
   ///
   /// - Throws: ``LiaisonError/Code/suspended`` while the container is suspended (a post takes the
   ///   signal file's lock for a moment, which a suspended process must not hold);
+  ///   ``LiaisonError/Code/readOnly`` when the container is read-only for this process;
   ///   ``LiaisonError`` when the file cannot be written.
   public func post() throws(LiaisonError) {
     try file.update { $0 }
@@ -135,8 +136,14 @@ public struct SignalNotification: Sendable, Hashable {
 extension SharedContainer {
   /// The signal called `name`, creating its file if needed.
   ///
+  /// In a container that this process may read and not write (a keyboard extension without Full
+  /// Access), the signal's state is read and its notifications awaited as anywhere; its posts throw
+  /// ``LiaisonError/Code/readOnly``.
+  ///
   /// - Throws: ``LiaisonError/Code/invalidName`` when `name` breaks the naming rule;
-  ///   ``LiaisonError/Code/unsafeFile`` when something other than Liaison's file stands there.
+  ///   ``LiaisonError/Code/unsafeFile`` when something other than Liaison's file stands there;
+  ///   ``LiaisonError/Code/readOnly`` when the container is read-only for this process and no
+  ///   process that may write it has opened the signal yet (its file does not exist).
   public func signal(_ name: String) throws(LiaisonError) -> Signal {
     try Signal(name: try LiaisonName(name), container: self)
   }
@@ -197,15 +204,35 @@ package final class SignalFile: Sendable {
   /// keeps none (see ``readKeepingNoDescriptor()``), so that a process observing ten thousand
   /// signals holds no descriptor per signal.
   private let kept = Locked<CInt?>(nil)
+  /// Why this process may not post: the refusal of its open for writing, in a container
+  /// read-only for it (the file is then only read, and waited for); `nil` where it may.
+  private let readOnly: LiaisonError?
 
   init(name: LiaisonName, folder: PrivateFolder, lifecycle: ContainerLifecycle) throws(LiaisonError) {
     self.name = name
     self.folder = folder
     self.lifecycle = lifecycle
-    path = folder.path(of: name.rawValue)
+    let path = folder.path(of: name.rawValue)
+    self.path = path
     doorbell = folder.doorbell(for: "signals." + name.rawValue)
-    // `create: true` never returns nil.
-    let fd = try folder.openFile(name.rawValue, create: true)!
+    let fd: CInt
+    do {
+      // `create: true` never returns nil.
+      fd = try folder.openFile(name.rawValue, create: true)!
+      readOnly = nil
+    } catch let error where error.code == .readOnly {
+      // A read-only container: the signal is read and waited for, never posted.
+      guard let existing = try folder.openFile(name.rawValue, create: false, writing: false) else {
+        throw LiaisonError(
+          .readOnly,
+          "The signal '\(name)' does not exist yet (no process that may write the container has opened it), and the "
+            + "container is read-only for this process, so its file '\(path)' cannot be made: here it can be neither "
+            + "posted nor waited for. Open it again once a writer has posted it.",
+          errno: error.errno, path: path)
+      }
+      fd = existing
+      readOnly = error
+    }
     defer { Syscall.close(fd) }
     switch Syscall.status(fd) {
     case .success(let info): key = FileKey(device: deviceNumber(info.st_dev), inode: UInt64(info.st_ino))
@@ -221,7 +248,13 @@ package final class SignalFile: Sendable {
   private func descriptor() throws(LiaisonError) -> CInt {
     try kept.withLock { kept throws(LiaisonError) -> CInt in
       if let fd = kept { return fd }
-      let fd = try folder.openFile(name.rawValue, create: true)!
+      // Read-only where this process may not write (``readOnly``): posts are refused before.
+      let writable = readOnly == nil
+      guard let fd = try folder.openFile(name.rawValue, create: writable, writing: writable) else {
+        throw LiaisonError(
+          .system, "The signal file '\(path)' was removed while this process used it.", errno: .noSuchFileOrDirectory,
+          path: path)
+      }
       kept = fd
       return fd
     }
@@ -233,7 +266,11 @@ package final class SignalFile: Sendable {
   /// and again).
   func withDescriptorKeepingNone<T>(_ body: (CInt) throws(LiaisonError) -> T) throws(LiaisonError) -> T {
     if let fd = kept.withLock({ $0 }) { return try body(fd) }
-    let fd = try folder.openFile(name.rawValue, create: true, writing: false)!
+    guard let fd = try folder.openFile(name.rawValue, create: readOnly == nil, writing: false) else {
+      throw LiaisonError(
+        .system, "The signal file '\(path)' was removed while this process used it.", errno: .noSuchFileOrDirectory,
+        path: path)
+    }
     defer { Syscall.close(fd) }
     return try body(fd)
   }
@@ -257,6 +294,7 @@ package final class SignalFile: Sendable {
   ///   holds the lock.
   @discardableResult
   func update(notify: Bool = true, waiting: Bool = true, _ newState: (UInt64) -> UInt64) throws(LiaisonError) -> Bool {
+    if let readOnly { throw LiaisonError.readOnly(readOnly.errno, "post to the signal", path: path) }
     let descriptor = try descriptor()
     let updated: Void? = try lifecycle.withBriefExclusiveLock(descriptor, path: path, waiting: waiting) {
       () throws(LiaisonError) in

@@ -41,6 +41,7 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
       case unavailable = "unavailable"
       case staleFencingToken = "stale fencing token"
       case cancelled = "cancelled"
+      case readOnly = "read-only"
     }
     private let value: Value
     private init(_ value: Value) { self.value = value }
@@ -93,6 +94,12 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
     /// The task was cancelled while the operation waited; nothing was done. Not a loss: a lock or
     /// claim a cancelled wait was watching is still held.
     public static let cancelled = Code(.cancelled)
+    /// The container is read-only for this process, and the operation writes: a keyboard
+    /// extension without Full Access (its App Group container is read-only), a read-only mount, a
+    /// folder this user may not write. Reading works there (probes, values, peeks, signal waits);
+    /// write from a process that may write the container. ``LiaisonError/errno`` says what the
+    /// system answered (`EROFS`, `EACCES` or `EPERM`).
+    public static let readOnly = Code(.readOnly)
 
     public var description: String { value.rawValue }
   }
@@ -145,6 +152,28 @@ extension LiaisonError {
   /// A failed system call on a file, with a message that names the file and the call.
   package static func system(_ errno: Errno, _ action: String, path: String) -> LiaisonError {
     LiaisonError(.system, "Could not \(action) '\(path)'.\(advice(for: errno))", errno: errno, path: path)
+  }
+
+  /// Whether `errno`, from an open for writing, a create or a `mkdir` in the container, means
+  /// that this process may not write there: a read-only mount (`EROFS`), or a folder or a sandbox
+  /// that refuses this process's writes (`EACCES`, `EPERM`).
+  package static func meansReadOnly(_ errno: Errno) -> Bool {
+    errno == .readOnlyFileSystem || errno == .permissionDenied || errno == .notPermitted
+  }
+
+  /// The error of a write refused because the container is read-only for this process: `action`
+  /// is what was being done (`"write"`, `"create"`), `path` the file or folder.
+  package static func readOnly(_ errno: Errno?, _ action: String, path: String) -> LiaisonError {
+    let why =
+      errno == .readOnlyFileSystem
+      ? "the container is on a read-only file system"
+      : "the container is read-only for this process (the system refused it: a sandbox, such as a keyboard "
+        + "extension's without Full Access, or a folder this user may not write)"
+    return LiaisonError(
+      .readOnly,
+      "Could not \(action) '\(path)': \(why). Reading works in a read-only container (presences, shared defaults, "
+        + "mailbox peeks, signal waits); write from a process that may write the container.",
+      errno: errno, path: path)
   }
 
   /// What to do about `errno`, as a sentence after a space; empty when there is nothing to say.

@@ -26,16 +26,46 @@ final class GenerationCounters: @unchecked Sendable {
 
   private let words: UnsafeMutablePointer<UInt64>
   let path: String
+  /// Whether the file is mapped for writing: `false` in a container read-only for this process,
+  /// whose store is only read (its writes are refused at their lock, before any counter moves).
+  let isWritable: Bool
 
-  /// Opens (making it if needed) the counters file `name` of `folder`, one of `container`'s.
+  /// Opens (making it if needed) the counters file `name` of `folder`, one of `container`'s; in a
+  /// container that this process may not write, maps it for reading.
   ///
   /// - Throws: ``/Liaison/LiaisonError/Code/suspended`` while the container is suspended (growing
-  ///   the file takes its lock, which a suspended process must not hold or wait for).
+  ///   the file takes its lock, which a suspended process must not hold or wait for);
+  ///   ``/Liaison/LiaisonError/Code/readOnly`` when the container is read-only for this process and
+  ///   the file is missing or short.
   init(folder: PrivateFolder, name: String, container: SharedContainer) throws(LiaisonError) {
     let path = folder.path(of: name)
     self.path = path
-    let fd = try folder.openFile(name, create: true)!
+    let fd: CInt
+    do {
+      fd = try folder.openFile(name, create: true)!
+      isWritable = true
+    } catch let error where error.code == .readOnly {
+      var info = stat()
+      guard let opened = try folder.openFile(name, create: false, writing: false) else { throw error }
+      guard fstat(opened, &info) == 0, info.st_size >= Self.size else {
+        close(opened)
+        throw LiaisonError(
+          .readOnly,
+          "The counters file '\(path)' is short, and the container is read-only for this process, so it cannot be "
+            + "grown. Open the store once from a process that may write the container.",
+          errno: error.errno, path: path)
+      }
+      fd = opened
+      isWritable = false
+    }
     defer { close(fd) }
+    guard isWritable else {
+      guard let mapping = mmap(nil, Self.size, PROT_READ, MAP_SHARED, fd, 0), mapping != MAP_FAILED else {
+        throw LiaisonError(.system, "Could not map the counters file '\(path)'.", path: path).withErrno(errno)
+      }
+      words = mapping.assumingMemoryBound(to: UInt64.self)
+      return
+    }
     // Under the file's lock, so that two processes never grow it at once.
     try container.withBriefExclusiveLock(fd, path: path) { () throws(LiaisonError) in
       var info = stat()

@@ -94,6 +94,15 @@ enum SharedPool {
       return (pool, deletionGuard, migrationsRan)
     } catch let error as LiaisonError {
       throw error
+    } catch let error as DatabaseError where configuration.readonly && error.resultCode == .SQLITE_CANTOPEN {
+      // SQLite reads a database in WAL mode that it may not write only beside its -wal and -shm
+      // files, which it cannot make here: the last process that had it open removed them.
+      throw LiaisonError(
+        .readOnly,
+        "The database '\(path)' cannot be read: the container is read-only for this process, and SQLite needs the "
+          + "database's -wal and -shm files beside it, which the last writer to close it removed. Open it once from "
+          + "a process that may write the container (Liaison's store keeps them while any process has it open).",
+        path: path, cause: error)
     } catch {
       throw StoreDatabase.translate(StoreDatabase.withSystemReason(error, openingAgain: sqlitePath), path: path)
     }

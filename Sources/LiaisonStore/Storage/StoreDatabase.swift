@@ -105,10 +105,31 @@ final class StoreDatabase: Sendable {
 
   /// The database opened without waiting: under the lock when it is free, else beside the
   /// process that holds it, if the store is set up; `nil` when it must wait for the lock.
+  ///
+  /// In a container that this process may not write (its lock cannot be opened), the store is
+  /// opened read-only, as it is: reads work, and every write throws
+  /// ``/Liaison/LiaisonError/Code/readOnly`` (its lock's).
   private static func registerWithoutWaiting(
     _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator, lock: ProcessLock
   ) throws(LiaisonError) -> StoreDatabase? {
-    let held = try lock.tryLock()
+    let held: LockGuard?
+    do {
+      held = try lock.tryLock()
+    } catch let error where error.code == .readOnly {
+      let path = folder.path(of: name + ".sqlite")
+      guard
+        let database = try register(
+          container, folder: folder, name: name, migrator: migrator, lock: lock, holding: nil, readOnly: true)
+      else {
+        throw LiaisonError(
+          .readOnly,
+          "The store '\(path)' \(folder.exists ? "is not set up" : "does not exist") yet, and the container is "
+            + "read-only for this process, so it cannot be made. Nothing has been stored in it: a process that may "
+            + "write the container makes it at its first write.",
+          errno: error.errno, path: path)
+      }
+      return database
+    }
     return try register(container, folder: folder, name: name, migrator: migrator, lock: lock, holding: held)
   }
 
@@ -132,7 +153,7 @@ final class StoreDatabase: Sendable {
   /// `nil` otherwise.
   private static func register(
     _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator,
-    lock writeLock: ProcessLock, holding held: LockGuard?
+    lock writeLock: ProcessLock, holding held: LockGuard?, readOnly: Bool = false
   ) throws(LiaisonError) -> StoreDatabase? {
     try registry.withLock { registry throws(LiaisonError) in
       let key = folder.identity + "/" + name
@@ -141,7 +162,8 @@ final class StoreDatabase: Sendable {
         return open
       }
       let database = try open(
-        container, folder: folder, name: name, migrator: migrator, writeLock: writeLock, holding: held)
+        container, folder: folder, name: name, migrator: migrator, writeLock: writeLock, holding: held,
+        readOnly: readOnly)
       registry[key] = database
       return database
     }
@@ -168,9 +190,11 @@ final class StoreDatabase: Sendable {
 
   private static func open(
     _ container: SharedContainer, folder: PrivateFolder, name: String, migrator: DatabaseMigrator,
-    writeLock: ProcessLock, holding held: LockGuard?
+    writeLock: ProcessLock, holding held: LockGuard?, readOnly: Bool
   ) throws(LiaisonError) -> StoreDatabase? {
     let path = folder.path(of: name + ".sqlite")
+    // Read-only, only a store that is there: its counters file may not be made either.
+    if readOnly, try folder.inspectFile(name + ".sqlite") == nil { return nil }
     let suspension = StoreSuspension(path: path)
     var configuration = Configuration()
     // Liaison's writers never contend inside SQLite (the process lock serialises them). Writers
@@ -194,6 +218,10 @@ final class StoreDatabase: Sendable {
     // An app that posts GRDB's `Database.suspendNotification` itself, as GRDB documents for iOS,
     // suspends the store's databases too. `SharedContainer.suspend()` does more (StoreSuspension).
     configuration.observesSuspensionNotifications = true
+    // In a container this process may not write: SQLite opens the database for reading
+    // (SQLITE_OPEN_READONLY), and reads a write-ahead log it cannot write as it is (SQLite 3.22
+    // and later, given the -wal and -shm files, which the writers' open databases keep).
+    configuration.readonly = readOnly
     let generations: GenerationCounters
     do {
       generations = try GenerationCounters(folder: folder, name: name + ".generations", container: container)
