@@ -65,4 +65,8 @@ let mailboxCommands: [PeerCommandHandler] = [
   PeerCommandHandler(.mcount, "MAILBOX  → ok N (messages waiting)") { words in
     String(try container.mailbox(words[1]).count())
   },
+  PeerCommandHandler(.mpeek, "MAILBOX  → ok N ID… (the messages waiting, not received)") { words in
+    let entries = try container.mailbox(words[1]).peek()
+    return ([String(entries.count)] + entries.map(\.id)).joined(separator: " ")
+  },
 ]

@@ -35,7 +35,9 @@ public final class SharedDefaults: Sendable {
   let store: StoreDatabase
   let container: SharedContainer
   private let slot: Int
-  private let signal: Signal
+  /// The domain's signal; `nil` only in a container read-only for this process where no writer
+  /// has opened the domain yet (it has no values, and no change to watch).
+  private let signal: Signal?
   private let cache = Locked(Cache())
   /// The watch for writers that die between commit and ring, once the domain is observed.
   private let writerDeaths = Locked<EventRegistration?>(nil)
@@ -71,10 +73,16 @@ public final class SharedDefaults: Sendable {
     self.container = container
     self.store = store
     slot = GenerationCounters.slot(for: domain.rawValue)
-    signal = try Signal(name: domain, folder: try container.privateFolder(.storeSignals), container: container)
+    let folder = try container.privateFolder(.storeSignals)
+    do {
+      signal = try Signal(name: domain, folder: folder, container: container)
+    } catch let error where error.code == .readOnly && store.isReadOnly {
+      // A read-only container, and no writer has opened this domain: its values read as none.
+      signal = nil
+    }
     // Read once now: a damaged signal file is an error that names it here, not a silent end of
     // the domain's change notifications (writes ring it without throwing, having committed).
-    _ = try signal.state
+    _ = try signal?.state
   }
 
   // MARK: Reading
@@ -349,7 +357,9 @@ public final class SharedDefaults: Sendable {
   /// its ring, at ``/Liaison/SharedContainer/resume()``.
   private func ringAfterCommit(waiting: Bool) -> Bool {
     if !waiting { StoreTestHooks.runBeforeRing() }  // once: the first attempt does not wait
-    return signal.ring(waiting: waiting, state: { [generations = store.generations, slot] in generations.load(slot) })
+    // No signal only in a read-only container, where no write commits.
+    return signal?.ring(waiting: waiting, state: { [generations = store.generations, slot] in generations.load(slot) })
+      ?? true
   }
 
   /// Writes, then tells every process: the counter has moved (twice, around the transaction)
@@ -377,12 +387,24 @@ public final class SharedDefaults: Sendable {
   /// the close of its descriptor on the write-lock file, on Apple platforms as that lock's release
   /// (`NOTE_FUNLOCK`). If the domain's counter then differs from the state its signal last rang
   /// with, this process rings for it.
+  ///
+  /// - Throws: ``/Liaison/LiaisonError/Code/readOnly`` in a container read-only for this process
+  ///   where no process that may write it has opened the domain yet: there is nothing to watch.
   public func changes() throws(LiaisonError) -> SignalNotifications {
-    try watchWriterDeaths()
+    guard let signal else {
+      let path = store.folder.path(of: domain.rawValue)
+      throw LiaisonError(
+        .readOnly,
+        "The changes of the domain '\(domain)' cannot be watched: no process that may write the container has opened "
+          + "it yet, and the container is read-only for this process, so its signal cannot be made. It has no values; "
+          + "watch it once a writer has opened it.",
+        path: path)
+    }
+    try watchWriterDeaths(signal)
     return try signal.notifications()
   }
 
-  private func watchWriterDeaths() throws(LiaisonError) {
+  private func watchWriterDeaths(_ signal: Signal) throws(LiaisonError) {
     try writerDeaths.withLock { registration throws(LiaisonError) in
       guard registration == nil else { return }
       let (signal, generations, slot) = (signal, store.generations, slot)

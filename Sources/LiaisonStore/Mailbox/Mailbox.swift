@@ -41,7 +41,9 @@ public final class Mailbox: Sendable {
   public let sender: String
   let store: StoreDatabase
   let container: SharedContainer
-  let signal: Signal
+  /// The mailbox's signal, which a send rings; `nil` only in a container read-only for this
+  /// process where no writer has opened the mailbox yet (it is empty, and nothing is received).
+  let signal: Signal?
 
   /// The sizes a mailbox may reach (see ``/Liaison/MailboxLimits``).
   public typealias Limits = MailboxLimits
@@ -52,10 +54,16 @@ public final class Mailbox: Sendable {
     self.sender = sender
     self.container = container
     store = try StoreDatabase.shared(container, name: Self.storeName, migrator: Self.migrator)
-    signal = try Signal(name: name, folder: try container.privateFolder(.mailboxSignals), container: container)
+    let folder = try container.privateFolder(.mailboxSignals)
+    do {
+      signal = try Signal(name: name, folder: folder, container: container)
+    } catch let error where error.code == .readOnly && store.isReadOnly {
+      // A read-only container, and no writer has opened this mailbox: it reads as empty.
+      signal = nil
+    }
     // Read once now: a damaged signal file is an error that names it here, not receivers that
     // are silently never woken.
-    _ = try signal.state
+    _ = try signal?.state
     // A sender killed between its commit and its ring left a message that wakes nobody; when it
     // (or any process) opens the mailbox again, this ring makes a waiting receiver look.
     ring()
@@ -214,7 +222,7 @@ public final class Mailbox: Sendable {
 
   /// Wakes the receiver. A failed ring only delays it until its next wake-up; the message is
   /// stored.
-  func ring() { signal.ring(state: { nil }) }
+  func ring() { signal?.ring(state: { nil }) }
 
   // MARK: Limits
 

@@ -50,7 +50,11 @@ public final class MailboxReceiver: Sendable {
     self.mailbox = mailbox
     self.held = held
     claimToken = try held.fencingToken()
-    let wakeUps = try SignalWaiter(mailbox.signal)
+    guard let signal = mailbox.signal else {
+      // Only in a read-only container, where the receiver's lock was refused before.
+      throw LiaisonError.readOnly(nil, "receive from the mailbox", path: mailbox.store.path)
+    }
+    let wakeUps = try SignalWaiter(signal)
     self.wakeUps = wakeUps
     suspension = mailbox.container.registerSuspensionHandlers(
       suspend: {

@@ -16,6 +16,9 @@ final class StoreDatabase: Sendable {
   let path: String
   let folder: PrivateFolder
   let generations: GenerationCounters
+  /// Whether the store was opened read-only, in a container that this process may not write:
+  /// every write throws ``/Liaison/LiaisonError/Code/readOnly``.
+  var isReadOnly: Bool { !generations.isWritable }
   /// Whether each commit is recorded in ``generations`` (``CommitRecord``).
   private let recordsCommits: Bool
   /// The hot paths' statements, prepared once per connection of ``pool``.
@@ -123,7 +126,8 @@ final class StoreDatabase: Sendable {
       else {
         throw LiaisonError(
           .readOnly,
-          "The store '\(path)' \(folder.exists ? "is not set up" : "does not exist") yet, and the container is "
+          "The store '\(path)' \(try folder.inspectFile(name + ".sqlite") == nil ? "does not exist" : "is not set up") yet, "
+            + "and the container is "
             + "read-only for this process, so it cannot be made. Nothing has been stored in it: a process that may "
             + "write the container makes it at its first write.",
           errno: error.errno, path: path)
