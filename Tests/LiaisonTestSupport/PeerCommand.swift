@@ -66,6 +66,7 @@ public enum PeerCommand: String, CaseIterable, Sendable {
   case mreceiver
   case mrequeue
   case mcount
+  case mpeek
 
   // The peer's own process (ProcessCommands.swift)
   case counts

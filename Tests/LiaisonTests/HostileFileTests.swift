@@ -320,8 +320,8 @@ struct HostileFileTests {
 
   /// Root ignores permission bits, so the process that meets the read-only folder is the test
   /// peer running as `nobody` (see `UnprivilegedPeer`), on a container that `nobody` owns. What
-  /// must be created in a read-only folder fails with an error naming it; files that already
-  /// exist there keep working.
+  /// must be created in a read-only folder fails with a ``LiaisonError/Code/readOnly`` error
+  /// naming it; files that already exist there keep working.
   @Test(.enabled(if: UnprivilegedPeer.isAvailable, "needs root and setpriv"), arguments: ContainerFolder.allCases)
   func aReadOnlyFolderIsAClearErrorWhenSomethingMustBeCreatedInIt(_ folder: ContainerFolder) throws {
     let readOnly = folder.path(in: directory.path)
@@ -344,10 +344,13 @@ struct HostileFileTests {
     try setPermissions(readOnly, 0o500)
 
     let peer = try UnprivilegedPeer(container: directory.path)
-    let answer = kind == nil ? peer.greeting : try kind!.use(by: peer)
-    #expect(answer.hasPrefix("error system error: "), "\(answer)")
-    #expect(answer.contains("'\(missing)'"), "\(answer)")
-    #expect(answer.contains("Check that this process may read and write the container folder"), "\(answer)")
+    // Reading needs nothing made (a folder that cannot be made is read as empty): the container
+    // opens, and what must be made in it fails, saying that the container is read-only.
+    #expect(peer.greeting.hasPrefix("ready"), "\(peer.greeting)")
+    let answer = kind == nil ? try peer.ask(.post, "subject") : try kind!.use(by: peer)
+    #expect(answer.hasPrefix("error read-only: "), "\(answer)")
+    #expect(answer.contains(missing), "\(answer)")
+    #expect(answer.contains("read-only for this process"), "\(answer)")
     if let kind {
       #expect(try kind.use(by: peer, name: "existing").hasPrefix("ok "))
     }
@@ -367,7 +370,8 @@ struct HostileFileTests {
   }
 
   /// A file of Liaison's that its owner cannot write (mode 0400): the peer, as `nobody`, cannot
-  /// open it, and says which file and what to check. (Root, which ignores modes, just uses it.)
+  /// write it, and says which file, and that it is read-only. (Root, which ignores modes, just
+  /// uses it.)
   @Test(.enabled(if: UnprivilegedPeer.isAvailable, "needs root and setpriv"), arguments: ContainerFile.allCases)
   func aReadOnlyFileIsAClearError(_ kind: ContainerFile) throws {
     try kind.make(in: try SharedContainer(directory: directory.path))
@@ -375,9 +379,9 @@ struct HostileFileTests {
     try setPermissions(kind.path(in: directory.path), 0o400)
     let peer = try UnprivilegedPeer(container: directory.path)
     let answer = try kind.use(by: peer)
-    #expect(answer.hasPrefix("error system error: "), "\(answer)")
+    #expect(answer.hasPrefix("error read-only: "), "\(answer)")
     #expect(answer.contains("'\(kind.path(in: directory.path))'"), "\(answer)")
-    #expect(answer.contains("Check that this process may read and write the container folder"), "\(answer)")
+    #expect(answer.contains("read-only for this process"), "\(answer)")
   }
 
   // MARK: Missing folders and files
