@@ -62,7 +62,8 @@ package final class PrivateFolder: Sendable {
     {
       let error = currentErrno()
       if error == .noSuchFileOrDirectory, let deleted = deletedFolderError(parent, path: parentPath) { throw deleted }
-      if LiaisonError.meansReadOnly(error), !canWrite(parent) { return absent(path, reason: error) }
+      // Refused (a read-only mount, a sandbox, a folder this user may not write): read as empty.
+      if LiaisonError.meansReadOnly(error) { return absent(path, reason: error) }
       throw LiaisonError.system(error, "create the folder", path: path)
     }
     let flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
@@ -207,24 +208,17 @@ package final class PrivateFolder: Sendable {
 
   /// The error for an open of the file `name` for writing that the system refused with `error`
   /// (`EROFS`, `EACCES`, `EPERM`), when it means that this process may not write the container:
-  /// always for `EROFS`; for the others, when the file (or, for one to create, this folder) is
-  /// this user's and the folder is not writable to this process, so that a sandbox or a mount
-  /// refused it. `nil` when the file is another user's, or something else refused: the caller
-  /// reports the system error, or the open checks the file as usual.
+  /// always for `EROFS`; for the others, when the file is this user's (a sandbox, a mount or its
+  /// mode refused it), or is to be made in this folder, which is this user's. `nil` when the file
+  /// is another user's, or not a regular file: the caller reports the system's refusal.
   private func readOnlyRefusal(_ name: String, error: Errno, path filePath: String) -> LiaisonError? {
     if error == .readOnlyFileSystem { return LiaisonError.readOnly(error, "write", path: filePath) }
     var info = stat()
     if fstatat(descriptor, name, &info, AT_SYMLINK_NOFOLLOW) == 0 {
-      // Another user's file: the open's own checks say so (unsafeFile), not "read-only".
+      // Another user's file, or not a file: not a read-only container, but the system's refusal.
       guard info.st_uid == geteuid(), info.st_mode & S_IFMT == S_IFREG else { return nil }
     }
     return LiaisonError.readOnly(error, "write", path: filePath)
-  }
-
-  /// Whether this process may write in the folder `descriptor` (`faccessat(W_OK)`): `false` on a
-  /// read-only mount, in a sandbox that refuses it, or for a folder of another user.
-  private static func canWrite(_ descriptor: CInt) -> Bool {
-    faccessat(descriptor, ".", W_OK, AT_EACCESS) == 0
   }
 
   /// The names in this folder that follow the naming rule, sorted. Other entries are skipped.
