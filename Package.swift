@@ -25,7 +25,13 @@ let package = Package(
     .trait(
       name: "Postgres",
       description: "Builds LiaisonPostgres on postgres-nio: locks, presences and signals shared through PostgreSQL."
-    )
+    ),
+    .trait(
+      name: "DarwinModel",
+      description:
+        "For Liaison's own CI only, never in an app: compiles Liaison's Apple code on Linux against a model of the "
+        + "Darwin calls it makes (Tests/DarwinModel), in place of its Linux code."
+    ),
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
@@ -42,7 +48,11 @@ let package = Package(
     .target(name: "CLiaison"),
     .target(
       name: "Liaison",
-      dependencies: ["CLiaison", .product(name: "SystemPackage", package: "swift-system")],
+      dependencies: [
+        "CLiaison", .product(name: "SystemPackage", package: "swift-system"),
+        // Only with the trait DarwinModel, which only Liaison's CI enables: what ships never has it.
+        .target(name: "DarwinModel", condition: .when(traits: ["DarwinModel"])),
+      ],
       swiftSettings: strictSettings
     ),
     // Shared defaults, mailboxes and databases: Liaison plus SQLite (GRDB). Users who need only
@@ -135,9 +145,22 @@ let package = Package(
       path: "Tests/LiaisonTestSupport",
       swiftSettings: strictSettings
     ),
+    // A model of the Darwin calls that Liaison's Apple code makes (notify(3), Dispatch's vnode and
+    // process sources, flock's NOTE_FUNLOCK, pthread_kill to a workqueue thread), so that this code
+    // runs on Linux: `swift test --traits DarwinModel` (.ci/run). See Tests/DarwinModel/DarwinModel.swift.
+    .target(
+      name: "DarwinModel",
+      dependencies: ["CLiaison", "CDarwinModel", "KernelLockTable"],
+      path: "Tests/DarwinModel",
+      swiftSettings: strictSettings
+    ),
+    .target(name: "CDarwinModel", path: "Tests/CDarwinModel"),
     .testTarget(
       name: "LiaisonTests",
-      dependencies: ["Liaison", "LiaisonTestSupport", "LiaisonTestPeer"],
+      dependencies: [
+        "Liaison", "LiaisonTestSupport", "LiaisonTestPeer",
+        .target(name: "DarwinModel", condition: .when(traits: ["DarwinModel"])),
+      ],
       swiftSettings: strictSettings
     ),
     .testTarget(

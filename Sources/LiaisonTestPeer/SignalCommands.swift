@@ -4,6 +4,8 @@ import Dispatch
 import Liaison
 
 @MainActor private var observations: [String: SignalObservation] = [:]
+/// Watches kept alive for as long as the peer runs (observe-many-times presence).
+@MainActor private var keptWatches: [PresenceChanges] = []
 /// Notifications received, oldest first, for `next`.
 private let notifications = Inbox<SignalNotification>()
 
@@ -30,6 +32,32 @@ let signalCommands: [PeerCommandHandler] = [
       observations[name] = try container.signal(name).observe(on: observerQueue, notifications.put)
     }
     return "observing"
+  },
+  PeerCommandHandler(
+    .observeManyTimes,
+    """
+    signal|presence PREFIX NAMES OBSERVERS   observes the signals, or watches the presences' changes, \
+    PREFIX-0…PREFIX-(NAMES-1), OBSERVERS times in all → ok DESCRIPTORS-BEFORE AFTER
+    """
+  ) { words in
+    let names = (0..<Int(words[3])!).map { "\(words[2])-\($0)" }
+    let signals = words[1] == "signal" ? try names.map { try container.signal($0) } : []
+    let presences = words[1] == "presence" ? try names.map { try container.presence($0) } : []
+    // The files exist, and each presence has its own descriptor for looks: not the watches'.
+    for presence in presences {
+      try presence.claim().release()
+      _ = try presence.isActive
+    }
+    let before = counts().0
+    for index in 0..<Int(words[4])! {
+      if signals.isEmpty {
+        keptWatches.append(try presences[index % presences.count].changes())
+      } else {
+        observations["\(words[2])#\(index)"] = try signals[index % signals.count].observe(
+          on: observerQueue, notifications.put)
+      }
+    }
+    return "\(before) \(counts().0)"
   },
   PeerCommandHandler(.unobserve, "NAME  → ok unobserved") { words in
     observations.removeValue(forKey: words[1])?.cancel()
@@ -70,12 +98,26 @@ private func signalResidue(_ signal: Signal) -> String {
   }
   // The threads that libdispatch's root queues start as work comes (the cooperative pool's, the
   // observer queue's: "com.apple.root.…-qos…", cut to 15 characters) grow up to their limits on
-  // their own schedule, in the kqueue model too: not counted. Every other thread is.
+  // their own schedule, in the Darwin model too: not counted. Every other thread is.
   func threadsOutsideTheRootQueues() -> Int { threadNames().filter { !$0.contains("qos") }.count }
+  // A Dispatch source closes its descriptor in its cancel handler, which runs on its queue after
+  // `cancel()` returns (Apple's event loop, and the Darwin model's): counted once that is done, or
+  // after 5 s (a leak stays).
+  func descriptors(atMost limit: Int? = nil) -> Int {
+    var count = counts().0
+    let deadline = DispatchTime.now() + .seconds(5)
+    while let limit, count > limit, DispatchTime.now() < deadline {
+      EventLoopProbe.drain()
+      _ = DispatchSemaphore(value: 0).wait(timeout: .now() + .milliseconds(1))
+      count = counts().0
+    }
+    return count
+  }
   cycle()  // warm up the runtime's lazily started threads
-  let before = (counts().0, threadsOutsideTheRootQueues())
+  EventLoopProbe.drain()
+  let before = (descriptors(), threadsOutsideTheRootQueues())
   for _ in 0..<3 { cycle() }
-  let after = (counts().0, threadsOutsideTheRootQueues())
+  let after = (descriptors(atMost: before.0), threadsOutsideTheRootQueues())
   let liaisonThreads = threadNames().filter { $0.hasPrefix("liaison-") }.count
   return "\(before.0) \(before.1) \(after.0) \(after.1) liaison-threads=\(liaisonThreads)"
 }

@@ -382,6 +382,7 @@ struct OutputAndInputTests {
   /// batch of 256: `receive` stays under 128 MB of memory (its peak resident size, as the kernel
   /// counts it; not under a sanitizer, whose own memory counts too). Before, it read 256 messages
   /// whatever their size, and took 830 MB.
+  @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
   @Test func drainingLargeMessagesTakesBoundedMemory() async throws {
     // On a thread of its own: its blocking calls (psql, the server's start and stop, a child's
     // end) never hold a thread of the cooperative pool that the suites beside it need.

@@ -23,6 +23,7 @@
     /// without Liaison's synchronous commits, every one of these writes was lost (the code before
     /// it lost each, every run). Each write is the last one: a later synchronous commit (a
     /// receiver's claim, say) would put the earlier ones on disk too.
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func everyWriteThatReturnedSurvivesACrash() async throws {
       // On a thread of its own: its blocking calls (psql, the server's start and stop, a child's

@@ -18,6 +18,7 @@
     /// well within the detection bound, and every one of them then holds it, one at a time. (On the
     /// old code, each waiter opened a connection of its own: 200, the test server's
     /// `max_connections`.)
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func twoHundredWaitersOnOneLockShareOneConnection() async throws {
       // On a thread of its own: the hand-over measured is the server's, not the cooperative pool's.

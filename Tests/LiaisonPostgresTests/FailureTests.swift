@@ -29,6 +29,7 @@
     /// shared, waits for that statement's transaction to end before it takes the lock. (The
     /// fence locks the row `FOR KEY SHARE`, so that the holder's renewals never wait for it; the
     /// takers lock it `FOR UPDATE`.)
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(
       .enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage),
       arguments: [Backend.postgres, .pooled], [LockMode.exclusive, .shared])

@@ -15,6 +15,7 @@
     /// while an exclusive grant waits for the standby (`SyncRep` in `pg_stat_activity`) and
     /// returns its token once the server stops naming it. (On the old code the grant committed
     /// locally, and a failover could lose its token.)
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func anExclusiveGrantWaitsForTheSynchronousStandby() async throws {
       // On a thread of its own, so that the standby is named off again well within the reply
@@ -56,6 +57,7 @@
     /// The grant may return, but its token never reaches the caller: `fencingToken()` confirms
     /// the commit in the session first, and finds the lock lost. (Without that confirmation, the
     /// token of a commit that a failover would lose was returned.)
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func aTokenWhoseCommitNeverReachedTheStandbyIsNeverGiven() async throws {
       let thread = OwnThreadExecutor()

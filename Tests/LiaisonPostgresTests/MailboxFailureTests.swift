@@ -34,6 +34,7 @@
     /// never delivered them.) The messages it had delivered and not acknowledged come again. The
     /// receiver and the senders are processes of their own, whose threads renew the lease
     /// whatever the suites here keep busy.
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func aReceiverThatSurvivesAFailoverWhichLostSendsGetsTheNextSends() async throws {
       // On a thread of its own: its blocking calls (psql, the servers' start and stop, the peers)
@@ -146,6 +147,7 @@
     /// recent one stays. (Before, each start deleted the old ids in one statement on the claim's
     /// connection, under the reply bound: no receiver could start while it was slow, and with a
     /// few million ids it always was on a loaded server.)
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func aMailboxWithMillionsOfRememberedIDsStartsItsReceiverEveryTime() async throws {
       // On a thread of its own: its blocking calls (psql, the server's start and stop, a child's

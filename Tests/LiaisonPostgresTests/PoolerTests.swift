@@ -70,6 +70,7 @@
     /// `pool_mode=transaction` is refused every time (as `liaison` opens it: no command runs), and
     /// nothing is set up on the server. (Before,
     /// in turn with two idle sessions, the check passed every time, and lock sections overlapped.)
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(.enabled(if: Self.mustRun, Self.message), arguments: [(true, 2), (false, 2), (true, 1), (true, 5)])
     func aTransactionPoolerIsRefusedEveryTime(_ inTurn: Bool, idle: Int) async throws {
       // On a thread of its own: its blocking calls (psql, the server's start and stop, a child's
@@ -100,6 +101,7 @@
     /// advisory lock after. (Before, the check ran at open alone, and the locks and the claim
     /// were granted in sessions that belonged to whichever client got them next.) The heartbeat
     /// of a hold checks its session the same way.
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(.enabled(if: Self.mustRun, Self.message))
     func aPoolerThatStartsSharingSessionsAfterTheOpenIsRefusedAtTheGrant() async throws {
       // On a thread of its own: its blocking calls (psql, the pooler's reload) never hold a

@@ -76,6 +76,7 @@
     /// claim stays. (Before, the claim's heartbeat queued behind the waiting statement with its
     /// reply bound running, and the claim was lost: the messages went to the next receiver.) The
     /// wait is the subject here, not a synchronisation: the heartbeat would fire in it.
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func anAcknowledgementWaitingBehindARowLockKeepsItsClaim() async throws {
       // On a thread of its own: its blocking calls (psql, the server's start and stop, a child's

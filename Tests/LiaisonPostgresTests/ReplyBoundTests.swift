@@ -19,6 +19,7 @@
     /// closed the connection that had answered.) The bound is generous for the server's sake: the
     /// suite runs beside every other under Thread Sanitizer on two cores, where a 100 ms bound
     /// once passed before the server answered `SELECT 7`.
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func anAnswerReadInTimeCountsHoweverLateItsTaskResumes() async throws {
       let server = try PostgresTestServer.shared.get()

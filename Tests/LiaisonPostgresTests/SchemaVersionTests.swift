@@ -179,6 +179,7 @@
     /// A later host sets the schema up while this one waits for the setup's lock (this one saw
     /// no schema before it asked for the lock): under the lock, this one's setup checks the
     /// version again, and refuses the newer schema it now finds instead of rewriting it.
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func aNewerSchemaSetUpWhileThisHostWaitsForTheLockIsRefused() async throws {
       // On a thread of its own, so that the later host commits well within the waiting setup's
@@ -225,6 +226,7 @@
     /// holds `liaison.lock` for its whole wait): the upgrade completes, and a lock on another name
     /// is granted and released meanwhile. (Before, the upgrade's `ALTER TABLE` queued behind the
     /// waiter, and every grant, renewal and release of the fleet queued behind the `ALTER`.)
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func anUpgradeWhileAnExclusiveWaiterWaitsCompletesAndOtherLocksGoOn() async throws {
       // On a thread of its own: its blocking calls (psql, the server's start and stop, a child's

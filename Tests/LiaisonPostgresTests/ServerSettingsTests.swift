@@ -11,6 +11,7 @@
     /// A role whose `statement_timeout` is shorter than a lock's wait: the server cancels the
     /// wait, and the error says that the server's setting did, and what to set (before, it said
     /// that the server was unavailable and to check that it runs).
+    @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
     @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage))
     func aStatementTimeoutOfTheServerIsNamed() async throws {
       // On a thread of its own: its blocking calls (psql, the server's start and stop, a child's

@@ -17,6 +17,45 @@ struct SuspensionTests {
   /// the container's files but the two that SQLite's unix VFS keeps for as long as a connection
   /// in WAL mode is open, idle or not (a shared lock on the database file's lock bytes, and one on
   /// the `-shm` file's byte 128), which GRDB's suspension leaves too (see *Apple Platforms*).
+  /// After `suspend()`, another process's commits to a shared database are not relayed to this
+  /// process's observations (a relay reads the database: a read lock in its `-shm`) until
+  /// `resume()`, which relays them. Before, the relay ran while suspended.
+  @Test func aSharedDatabaseRelaysNothingWhileSuspendedAndEverythingAtResume() async throws {
+    let container = try SharedContainer(directory: directory.path)
+    let peer = try Peer(container: directory.path)
+    try peer.send(.dbopen, "items", "1")
+    var migrator = DatabaseMigrator()
+    migrator.registerMigration("v1") { db in
+      try db.execute(sql: "CREATE TABLE item (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+    }
+    let database = try await container.database("items", migrator: migrator)
+    let seen = Locked<[Int]>([])
+    let observation = ValueObservation.tracking { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM item") ?? 0 }
+      .start(in: database.pool, scheduling: .async(onQueue: DispatchQueue(label: "seen"))) { _ in
+      } onChange: { count in
+        seen.withLock { $0.append(count) }
+      }
+    defer { observation.cancel() }
+    // The database's own signal, observed here too: once it has a post, the relay had its turn.
+    let commits = try Signal(
+      name: try LiaisonName("items"), folder: try container.privateFolder(.databaseSignals), container: container)
+    let posts = Locked(0)
+    let watch = try commits.observe(on: DispatchQueue(label: "posts")) { _ in posts.withLock { $0 += 1 } }
+    defer { watch.cancel() }
+
+    try peer.send(.dbinsert, "items", "1")
+    try await waitUntilOffThePool("the first commit is relayed") { seen.withLock { $0.last } == 1 }
+    container.suspend()
+    let postsBefore = posts.withLock { $0 }
+    try peer.send(.dbinsert, "items", "2")
+    try await waitUntilOffThePool("the commits' posts arrive") { posts.withLock { $0 } > postsBefore }
+    // The relay is queued beside that delivery: a bound for it to show, were it made.
+    try await Task.sleep(for: .milliseconds(500))
+    #expect(seen.withLock { $0.last } == 1, "relayed while suspended: \(seen.withLock { $0 })")
+    try container.resume()
+    try await waitUntilOffThePool("the commits are relayed at resume()") { seen.withLock { $0.last } == 3 }
+  }
+
   @Test(.enabled(if: readsProc, "reads /proc/locks"))
   func suspendEndsEveryWaitAndLeavesNoLock() async throws {
     let container = try SharedContainer(directory: directory.path)

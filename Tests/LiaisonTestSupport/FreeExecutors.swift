@@ -67,6 +67,7 @@ private final class LockedFlag: @unchecked Sendable {
 /// synchronous tests running beside it may keep busy for a minute (they block their threads
 /// waiting for peers). Use it with `withTaskExecutorPreference(OwnThreadExecutor()) { … }`; a
 /// test may also keep its thread busy (``keepBusy(for:)``), as a loaded process's would be.
+@available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // TaskExecutor
 public final class OwnThreadExecutor: TaskExecutor, @unchecked Sendable {
   private let queue = DispatchQueue(label: "OwnThreadExecutor")
 

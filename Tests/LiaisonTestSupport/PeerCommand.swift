@@ -32,6 +32,7 @@ public enum PeerCommand: String, CaseIterable, Sendable {
   case post
   case burst
   case observe
+  case observeManyTimes = "observe-many-times"
   case observeMany = "observe-many"
   case unobserve
   case next

@@ -15,6 +15,31 @@ import Testing
 struct EventLoopTests {
   let directory = TemporaryDirectory()
 
+  /// A process that is gone when its watch starts (exited and reaped) fires the watch at once, as
+  /// libdispatch fakes a `NOTE_EXIT` when the kernel refuses to watch a process that is gone.
+  @Test func theWatchOfAProcessAlreadyGoneFiresAtOnce() throws {
+    let peer = try Peer(container: directory.path)
+    let pid = peer.pid
+    peer.kill()  // and reaped
+    let fired = DispatchSemaphore(value: 0)
+    let registration = try EventLoop.watch(.processExit(pid)) { _ in fired.signal() }
+    defer { registration.cancel() }
+    #expect(fired.wait(timeout: .now() + 30) == .success)
+    EventLoopProbe.drain()
+  }
+
+  /// A watch that cannot be made throws, and leaves nothing registered: a descriptor that is not
+  /// open, and a file that is not there.
+  @Test func aWatchThatCannotBeMadeThrowsAndLeavesNothing() throws {
+    #expect(throws: LiaisonError.self) {
+      _ = try EventLoop.watch(.file(descriptor: -1, doorbell: "liaison.test.nothing")) { _ in }
+    }
+    let folder = try SharedContainer(directory: directory.path).privateFolder(.store)
+    #expect(throws: LiaisonError.self) {
+      _ = try folder.watchWriterCloses(of: "missing", trace: "missing-wal") {}
+    }
+  }
+
   /// The kernel's queue of file events holds `max_queued_events` events (16,384 by default) and
   /// then drops the rest, reporting one `IN_Q_OVERFLOW`. While the loop thread is held up in a
   /// handler, more than that many writes are made to two watched files (alternately, so that the

@@ -34,7 +34,12 @@ struct PresenceEdgeTests {
     try recording.claim().release()  // the file exists
     let fd = try lockWithoutRecord("recording")
     defer { close(fd) }
-    #expect(try recording.isActive)
+    // On Apple platforms a claim is seen by its record: one being made is not seen until written.
+    #expect(try recording.isActive == runsLinuxCode)
+    guard runsLinuxCode else {
+      #expect(try recording.holder == nil)
+      return
+    }
     do {
       let holder = try recording.holder
       Issue.record("holder gave \(String(describing: holder)) for a claim still in progress")
@@ -70,7 +75,7 @@ struct PresenceEdgeTests {
   /// in the locked rounds than in the unlocked ones: no more looks at the file (read calls) and
   /// wake-ups (context switches), which a spin that looks again or pauses shows, and no more CPU
   /// time, which any spin shows. Counts, not durations: a loaded machine makes them no larger.
-  @Test(.enabled(if: readsProc, "reads /proc; inotify reports a close (Linux)"))
+  @Test(.enabled(if: runsLinuxCode, "reads /proc; inotify reports a close; the event loop's thread (Linux)"))
   func aClaimInProgressDoesNotHoldUpTheEventLoop() throws {
     let container = try SharedContainer(directory: directory.path)
     try container.presence("recording").claim().release()

@@ -1,9 +1,13 @@
-// Apple platforms only: the container of an App Group. Not compiled on Linux; written against
+// Apple platforms only: the container of an App Group. Written against
 // `FileManager.containerURL(forSecurityApplicationGroupIdentifier:)` and, on macOS, Security's
 // `SecTask` entitlement calls as documented, checked here by .ci/apple-check and built by the
-// macOS workflow.
-#if canImport(Darwin)
+// macOS workflow; in Liaison's CI, run against the Darwin model's `containerURL` (the trait
+// `DarwinModel`, Tests/DarwinModel).
+#if canImport(Darwin) || DarwinModel
   import Foundation
+  #if DarwinModel
+    import DarwinModel
+  #endif
   #if os(macOS) || targetEnvironment(macCatalyst)
     import Security
   #endif

@@ -3,6 +3,14 @@
 #elseif canImport(Darwin)
   import Darwin
 #endif
+#if DarwinModel
+  import DarwinModel
+
+  // In the Darwin model, the model's `fcntl(F_GETPATH)` (Tests/DarwinModel).
+  private func fcntl(_ descriptor: CInt, _ command: CInt, _ pointer: UnsafeMutableRawPointer) -> CInt {
+    DarwinModel.fcntl(descriptor, command, pointer)
+  }
+#endif
 
 extension PrivateFolder {
   /// The path by which SQLite may open the file `name` of this folder, once checked that no
@@ -65,7 +73,7 @@ extension PrivateFolder {
         errno: .noSuchFileOrDirectory, path: path)
     }
     var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-    #if canImport(Darwin)
+    #if canImport(Darwin) || DarwinModel
       guard fcntl(descriptor, F_GETPATH, &buffer) != -1 else {
         throw LiaisonError.system(currentErrno(), "find the real path of", path: path)
       }

@@ -1,9 +1,15 @@
-// Apple platforms only: not compiled on Linux. Written against the documented `notify(3)` and
-// Dispatch APIs, and checked here by .ci/apple-check; the macOS workflow builds it.
-#if canImport(Darwin)
-  import Darwin
+// Apple platforms: written against the documented `notify(3)` and Dispatch APIs, checked here by
+// .ci/apple-check and built by the macOS workflow. On Linux, Liaison's CI compiles and runs it
+// against a model of those calls (the package trait `DarwinModel`, Tests/DarwinModel).
+#if canImport(Darwin) || DarwinModel
+  #if canImport(Darwin)
+    import Darwin
+    import notify
+  #else
+    import DarwinModel
+    import Glibc
+  #endif
   import Dispatch
-  import notify
 
   /// The one serial queue per process on which Liaison waits for every doorbell, file change,
   /// process exit and deadline.
@@ -17,7 +23,8 @@
   /// `NOTE_FUNLOCK` for every `flock` release on the file, a probe's own included, so a handler
   /// that probes must not probe again for an unlock alone (see `PresenceWatch`).
   ///
-  /// On Linux, the tests run this logic against a model of these semantics (`KqueueModel`).
+  /// A process has one vnode source, and one descriptor, per watched file, however many
+  /// registrations watch it (``FileWatches``): an app's soft limit of descriptors is low.
   enum EventLoop {
     static let queue = DispatchQueue(label: "Liaison.EventLoop")
 
@@ -33,16 +40,20 @@
             .system, "Could not register for the notification '\(doorbell)' (notify status \(status)).")
         }
         let registered = token  // a constant: the cancel closure is @Sendable
-        let vnode: SourceHandle
+        let watch: FileWatches.Registration
         do throws(LiaisonError) {
-          vnode = try fileSource(duplicating: descriptor, [.write, .extend, .attrib, .funlock], handler)
+          let duplicate = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+          guard duplicate >= 0 else {
+            throw LiaisonError(.system, "Could not watch a file of the container (dup).", errno: currentErrno())
+          }
+          watch = try FileWatches.watch(opened: duplicate, handler)
         } catch {
           notify_cancel(registered)  // the registration made above must not outlive this failure
           throw error
         }
         return EventRegistration {
           notify_cancel(registered)
-          vnode.cancel()
+          watch.cancel()
         }
       case .writerCloses(let folder, _, let trace):
         // kqueue reports no close, but a dead writer's close releases the flock it held (a
@@ -52,17 +63,18 @@
         guard watched >= 0 else {
           throw LiaisonError(.system, "Could not watch the file '\(trace)' of the container.", errno: currentErrno())
         }
-        let vnode = fileSource(owning: watched, [.write, .extend, .funlock], handler)
-        return EventRegistration { vnode.cancel() }
+        let watch = try FileWatches.watch(opened: watched) { _ in handler(.changed) }
+        return EventRegistration { watch.cancel() }
       case .processExit(let pid):
         guard kill(pid, 0) == 0 || errno == EPERM else {
           queue.async { handler(.changed) }
           return EventRegistration {}
         }
-        let source = SourceHandle(DispatchSource.makeProcessSource(identifier: pid, eventMask: .exit, queue: queue))
-        source.source.setEventHandler { handler(.changed) }
-        source.source.resume()
-        return EventRegistration { source.cancel() }
+        let source = DispatchSource.makeProcessSource(identifier: pid, eventMask: .exit, queue: queue)
+        source.setEventHandler { handler(.changed) }
+        let handle = SourceHandle(source)
+        source.resume()
+        return EventRegistration { handle.cancel() }
       case .deadline(let deadline):
         // Two timers, the first to fire wins: one on the wall clock, which counts while the
         // machine sleeps (as the boot clock the deadline is on does) but moves when the clock is
@@ -88,42 +100,8 @@
         let sources = [SourceHandle(wall), SourceHandle(uptime)]
         wall.resume()
         uptime.resume()
-        return EventRegistration { for source in sources { source.cancel() } }
+        return EventRegistration { for timer in sources { timer.cancel() } }
       }
-    }
-
-    /// A vnode source on a duplicate of `descriptor`: the source owns the duplicate and closes it
-    /// in its cancel handler, as Dispatch requires (the caller closes its own descriptor whenever
-    /// it likes).
-    private static func fileSource(
-      duplicating descriptor: CInt, _ mask: DispatchSource.FileSystemEvent,
-      _ handler: @escaping @Sendable (WatchEvents) -> Void
-    ) throws(LiaisonError) -> SourceHandle {
-      let watched = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
-      guard watched >= 0 else {
-        throw LiaisonError(.system, "Could not watch a file of the container (dup).", errno: currentErrno())
-      }
-      return fileSource(owning: watched, mask, handler)
-    }
-
-    /// A vnode source on `watched`, which it closes when cancelled. Each delivery carries what
-    /// happened since the last one (the source is edge-triggered, `EV_CLEAR`): only a
-    /// `NOTE_FUNLOCK` is ``WatchEvents/unlocked``, anything else ``WatchEvents/changed``.
-    private static func fileSource(
-      owning watched: CInt, _ mask: DispatchSource.FileSystemEvent, _ handler: @escaping @Sendable (WatchEvents) -> Void
-    ) -> SourceHandle {
-      let source = DispatchSource.makeFileSystemObjectSource(fileDescriptor: watched, eventMask: mask, queue: queue)
-      let handle = SourceHandle(source)
-      source.setEventHandler {
-        let happened = handle.fileEvents
-        var events: WatchEvents = []
-        if happened.contains(.funlock) { events.insert(.unlocked) }
-        if !happened.subtracting(.funlock).isEmpty { events.insert(.changed) }
-        handler(events.isEmpty ? .changed : events)
-      }
-      source.setCancelHandler { Syscall.close(watched) }
-      source.resume()
-      return handle
     }
 
     /// Rings the doorbell that observers of a file registered for.
@@ -132,15 +110,124 @@
     }
   }
 
-  /// A dispatch source that a `@Sendable` cancel closure may capture. Dispatch sources are
-  /// thread-safe, but not every SDK (nor swift-corelibs-libdispatch) declares them `Sendable`.
-  private struct SourceHandle: @unchecked Sendable {
-    let source: any DispatchSourceProtocol
-    init(_ source: any DispatchSourceProtocol) { self.source = source }
-    func cancel() { source.cancel() }
-    /// What a vnode source's current delivery reports.
-    var fileEvents: DispatchSource.FileSystemEvent {
-      (source as? any DispatchSourceFileSystemObject)?.data ?? []
+  /// The vnode sources of this process, one per watched file, each shared by every registration
+  /// that watches the file.
+  enum FileWatches {
+    /// A file's identity.
+    fileprivate struct Key: Hashable {
+      let device: UInt64
+      let inode: UInt64
     }
+
+    /// One vnode source and the handlers it calls.
+    private final class Watched: @unchecked Sendable {
+      // Guarded by `FileWatches.state`'s lock.
+      var handlers: [UInt64: @Sendable (WatchEvents) -> Void] = [:]
+      var source: SourceHandle?
+    }
+
+    private struct State {
+      var watched: [Key: Watched] = [:]
+      var nextID: UInt64 = 0
+    }
+
+    private static let state = Locked(State())
+
+    /// One registration's share of a vnode source.
+    struct Registration: Sendable {
+      fileprivate let key: Key
+      fileprivate let id: UInt64
+
+      /// Ends the registration, and the source with the file's last one.
+      func cancel() {
+        let ended = FileWatches.state.withLock { state -> SourceHandle? in
+          guard let watched = state.watched[key] else { return nil }
+          watched.handlers[id] = nil
+          guard watched.handlers.isEmpty else { return nil }
+          state.watched[key] = nil
+          return watched.source
+        }
+        ended?.cancel()
+      }
+    }
+
+    /// Calls `handler` on the event loop's queue for what happens to the file open as `watched`:
+    /// its writes, extensions and attribute changes (``WatchEvents/changed``), and the release of
+    /// any `flock` on it (``WatchEvents/unlocked``). Takes `watched`, which it closes: at once
+    /// when the file has a source already, else when the source ends.
+    static func watch(opened watched: CInt, _ handler: @escaping @Sendable (WatchEvents) -> Void)
+      throws(LiaisonError) -> Registration
+    {
+      let key: Key
+      switch Syscall.status(watched) {
+      case .success(let info): key = Key(device: deviceNumber(info.st_dev), inode: UInt64(info.st_ino))
+      case .failure(let error):
+        Syscall.close(watched)
+        throw LiaisonError(.system, "Could not watch a file of the container (fstat).", errno: error)
+      }
+      let (registration, kept) = state.withLock { state -> (Registration, Bool) in
+        state.nextID += 1
+        let registration = Registration(key: key, id: state.nextID)
+        if let existing = state.watched[key] {
+          existing.handlers[registration.id] = handler
+          return (registration, false)
+        }
+        let created = Watched()
+        created.handlers[registration.id] = handler
+        created.source = source(owning: watched, for: created)
+        state.watched[key] = created
+        return (registration, true)
+      }
+      if !kept { Syscall.close(watched) }
+      return registration
+    }
+
+    /// A vnode source on `watched`, which it closes when cancelled, as Dispatch requires. Each
+    /// delivery carries what happened since the last one (the source is edge-triggered,
+    /// `EV_CLEAR`): only a `NOTE_FUNLOCK` is ``WatchEvents/unlocked``, anything else
+    /// ``WatchEvents/changed``.
+    private static func source(owning watched: CInt, for owner: Watched) -> SourceHandle {
+      let source = DispatchSource.makeFileSystemObjectSource(
+        fileDescriptor: watched, eventMask: [.write, .extend, .attrib, .funlock], queue: EventLoop.queue)
+      let handle = SourceHandle(source)
+      source.setEventHandler {
+        let happened = handle.fileEvents
+        var events: WatchEvents = []
+        if happened.contains(.funlock) { events.insert(.unlocked) }
+        if !happened.subtracting(.funlock).isEmpty { events.insert(.changed) }
+        let handlers = FileWatches.state.withLock { _ in Array(owner.handlers.values) }
+        for handler in handlers { handler(events.isEmpty ? .changed : events) }
+      }
+      source.setCancelHandler { Syscall.close(watched) }
+      source.resume()
+      return handle
+    }
+  }
+
+  /// A dispatch source that a `@Sendable` closure may capture. Dispatch sources are thread-safe,
+  /// but not every SDK (nor swift-corelibs-libdispatch) declares them `Sendable`.
+  private struct SourceHandle: @unchecked Sendable {
+    private let vnode: (any DispatchSourceFileSystemObject)?
+    private let end: () -> Void
+
+    init(_ source: any DispatchSourceFileSystemObject) {
+      vnode = source
+      end = { source.cancel() }
+    }
+
+    init(_ source: any DispatchSourceProcess) {
+      vnode = nil
+      end = { source.cancel() }
+    }
+
+    init(_ source: any DispatchSourceTimer) {
+      vnode = nil
+      end = { source.cancel() }
+    }
+
+    func cancel() { end() }
+
+    /// What a vnode source's current delivery reports.
+    var fileEvents: DispatchSource.FileSystemEvent { vnode?.data ?? [] }
   }
 #endif

@@ -1,4 +1,5 @@
-#if os(Linux)
+// Linux; in the Darwin model (the package trait `DarwinModel`), the Apple event loop runs instead.
+#if os(Linux) && !DarwinModel
   import CLiaison
   import Glibc
 
@@ -36,11 +37,8 @@
       }
     }
 
-    /// Writes on Linux notify by themselves; nothing to ring (but in the kqueue model, which
-    /// rings as Apple platforms do).
-    static func ring(_ doorbell: String) {
-      if KqueueModel.isActive { KqueueModel.ring(doorbell) }
-    }
+    /// Writes on Linux notify by themselves; nothing to ring.
+    static func ring(_ doorbell: String) {}
 
     // MARK: - Internals
 
@@ -79,7 +77,7 @@
   /// `EventLoop.state`'s lock.
   final class LoopInstance: @unchecked Sendable {
     private enum Kind {
-      case file(watches: [Int32])
+      case file(watch: Int32)
       case process(pidfd: CInt)
       case deadline(UInt64)
     }
@@ -89,23 +87,11 @@
       let handler: @Sendable (WatchEvents) -> Void
     }
 
-    /// What an inotify watch stands for, which decides what its events mean.
-    private enum WatchRole {
-      /// A file of the container: every event is a change (Linux), or, in the kqueue model, a
-      /// write or attribute change is one and a close is an unlock (see `KqueueModel`).
-      case file
-      /// The kqueue model's record of a file's unlocks: every event is an unlock.
-      case unlocks
-      /// The kqueue model's `notify(3)` name: every event is a change.
-      case doorbell
-    }
-
     private let inotify: CInt
     private let wake: CInt
     private var thread: pthread_t?
     private var entries: [UInt64: Entry] = [:]
     private var idsByWatch: [Int32: Set<UInt64>] = [:]
-    private var roles: [Int32: WatchRole] = [:]
     /// The process and deadline entries, apart: the loop walks them at every wake-up, and a
     /// process may watch hundreds of files.
     private var processes: [UInt64: CInt] = [:]
@@ -169,38 +155,14 @@
       nextID += 1
       let id = nextID
       switch target {
-      case .file(let descriptor, let doorbell):
+      case .file(let descriptor, _):
         // Watch the very inode this descriptor has open: its /proc link cannot be swapped.
-        let file = "/proc/self/fd/\(descriptor)"
-        if KqueueModel.isActive {
-          // As a vnode source and a notify(3) registration would: writes, attributes, unlocks, rings.
-          let fileEvents = UInt32(IN_MODIFY) | UInt32(IN_ATTRIB) | UInt32(IN_CLOSE_WRITE)
-          try addWatches(
-            id,
-            [
-              (file, fileEvents, .file), (try KqueueModel.unlocksFile(of: descriptor), UInt32(IN_MODIFY), .unlocks),
-              (try KqueueModel.doorbellFile(doorbell), UInt32(IN_MODIFY), .doorbell),
-            ], handler)
-        } else {
-          try addWatches(id, [(file, UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE), .file)], handler)
-        }
-      case .writerCloses(let folder, let name, let trace):
+        try addWatch(id, "/proc/self/fd/\(descriptor)", UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE), handler)
+      case .writerCloses(let folder, let name, _):
         // Through the folder's own descriptor: a folder renamed or replaced cannot redirect it,
         // and IN_DONT_FOLLOW refuses a symbolic link planted as the file.
-        if KqueueModel.isActive {
-          // As Apple's vnode source on `trace` would: its writes and unlocks (a close is seen
-          // only as the unlock it makes); no close of `name`.
-          let file = "/proc/self/fd/\(folder)/\(trace)"
-          try addWatches(
-            id,
-            [
-              (file, UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_DONT_FOLLOW), .file),
-              (try KqueueModel.unlocksFile(folder: folder, name: trace), UInt32(IN_MODIFY), .unlocks),
-            ], handler)
-        } else {
-          let file = "/proc/self/fd/\(folder)/\(name)"
-          try addWatches(id, [(file, UInt32(IN_CLOSE_WRITE) | UInt32(IN_DONT_FOLLOW), .file)], handler)
-        }
+        try addWatch(
+          id, "/proc/self/fd/\(folder)/\(name)", UInt32(IN_CLOSE_WRITE) | UInt32(IN_DONT_FOLLOW), handler)
       case .processExit(let pid):
         let pidfd = cliaison_pidfd_open(pid)
         if pidfd >= 0 {
@@ -218,59 +180,30 @@
       return id
     }
 
-    /// Watches each path for its mask, added to what the inode is watched for already (one
-    /// inotify watch per inode serves every registration on it). All or none: a failure removes
-    /// the watches already added.
-    private func addWatches(
-      _ id: UInt64, _ paths: [(path: String, mask: UInt32, role: WatchRole)],
-      _ handler: @escaping @Sendable (WatchEvents) -> Void
+    /// Watches `path` for `mask`, added to what the inode is watched for already (one inotify
+    /// watch per inode serves every registration on it).
+    private func addWatch(
+      _ id: UInt64, _ path: String, _ mask: UInt32, _ handler: @escaping @Sendable (WatchEvents) -> Void
     ) throws(LiaisonError) {
-      var watches: [Int32] = []
-      for (path, mask, role) in paths {
-        let watch = inotify_add_watch(inotify, path, mask | UInt32(IN_MASK_ADD))
-        guard watch >= 0 else {
-          let error = currentErrno()
-          entries[id] = Entry(kind: .file(watches: watches), handler: handler)
-          _ = remove(id)
-          throw LiaisonError(
-            .system,
-            "Could not watch a file of the container (inotify_add_watch). Raise fs.inotify.max_user_watches.",
-            errno: error)
-        }
-        idsByWatch[watch, default: []].insert(id)
-        roles[watch] = role
-        watches.append(watch)
+      let watch = inotify_add_watch(inotify, path, mask | UInt32(IN_MASK_ADD))
+      guard watch >= 0 else {
+        throw LiaisonError(
+          .system, "Could not watch a file of the container (inotify_add_watch). Raise fs.inotify.max_user_watches.",
+          errno: currentErrno())
       }
-      entries[id] = Entry(kind: .file(watches: watches), handler: handler)
-    }
-
-    /// What an inotify event on a watch of `role` means.
-    private static func events(_ mask: UInt32, role: WatchRole?) -> WatchEvents {
-      switch role {
-      case .unlocks: return .unlocked
-      case .doorbell, nil: return .changed
-      case .file:
-        guard KqueueModel.isActive else { return .changed }
-        var events: WatchEvents = []
-        if mask & (UInt32(IN_MODIFY) | UInt32(IN_ATTRIB)) != 0 { events.insert(.changed) }
-        // A close drops the flock its description held: a NOTE_FUNLOCK on Apple platforms.
-        if mask & UInt32(IN_CLOSE_WRITE) != 0 { events.insert(.unlocked) }
-        return events.isEmpty ? .changed : events
-      }
+      idsByWatch[watch, default: []].insert(id)
+      entries[id] = Entry(kind: .file(watch: watch), handler: handler)
     }
 
     /// Removes a registration; returns whether it was there.
     func remove(_ id: UInt64) -> Bool {
       guard let entry = entries.removeValue(forKey: id) else { return false }
       switch entry.kind {
-      case .file(let watches):
-        for watch in watches {
-          idsByWatch[watch]?.remove(id)
-          if idsByWatch[watch]?.isEmpty == true {
-            idsByWatch[watch] = nil
-            roles[watch] = nil
-            inotify_rm_watch(inotify, watch)
-          }
+      case .file(let watch):
+        idsByWatch[watch]?.remove(id)
+        if idsByWatch[watch]?.isEmpty == true {
+          idsByWatch[watch] = nil
+          inotify_rm_watch(inotify, watch)
         }
       case .process(let pidfd):
         processes[id] = nil
@@ -360,8 +293,7 @@
                   // handler runs (each re-reads its file), so that no change is missed.
                   overflowed = true
                 }
-                let events = Self.events(mask, role: roles[watch])
-                for id in idsByWatch[watch] ?? [] { fired[id, default: []].formUnion(events) }
+                for id in idsByWatch[watch] ?? [] { fired[id, default: []].insert(.changed) }
                 offset += 16 + Int(nameLength)
               }
               if drained { break }

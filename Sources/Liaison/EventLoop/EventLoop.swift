@@ -71,3 +71,14 @@ extension PrivateFolder {
     try EventLoop.watch(.writerCloses(folder: descriptor, name: name, trace: trace ?? name)) { _ in handler() }
   }
 }
+
+/// For tests: waits until the event loop has run what was queued on it before the call (on Apple
+/// platforms, the cancel handlers that close the descriptors of ended watches). Does nothing on
+/// Linux, whose loop closes them as registrations end.
+package enum EventLoopProbe {
+  package static func drain() {
+    #if canImport(Darwin) || DarwinModel
+      EventLoop.queue.sync {}
+    #endif
+  }
+}

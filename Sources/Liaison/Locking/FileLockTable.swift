@@ -23,7 +23,7 @@ package struct FileLockTable {
 
   /// The table now; `nil` where there is none to read (Apple platforms, a Linux without `/proc`).
   package static func read() -> FileLockTable? {
-    #if os(Linux)
+    #if os(Linux) && !DarwinModel
       guard let text = readProcLocks() else { return nil }
       var modes: [FileKey: LockState] = [:]
       for line in text.split(separator: "\n") {
@@ -42,7 +42,7 @@ package struct FileLockTable {
   /// What the table says of the file `key`: `nil` when it lists no lock on it.
   func state(of key: FileKey) -> LockState? { modes[key] }
 
-  #if os(Linux)
+  #if os(Linux) && !DarwinModel
     /// The inode number of the host's pid namespace (`PROC_PID_INIT_INO`).
     private static let hostPIDNamespace: UInt64 = 0xEFFF_FFFC
 

@@ -288,6 +288,8 @@ final class WaitParticipant: SuspensionParticipant {
   let wait: InterruptibleWait
   init(_ wait: InterruptibleWait) { self.wait = wait }
   func suspend() { wait.interrupt(.suspended) }
+  /// Returns once the wait has left the kernel (and released a lock it took as it ended).
+  func finishSuspending() { wait.waitUntilFinished() }
   func resume() throws(LiaisonError) {}
 }
 
@@ -320,13 +322,16 @@ extension ProcessLock {
   /// lock with ``tryLock(_:)`` instead.
   ///
   /// ``LockState/unknown`` where there is no such table (Apple platforms, a Linux without
-  /// `/proc`). In a container's pid namespace (Docker) the kernel lists only the locks it can
+  /// `/proc`), for a lock that was ever taken (one never taken has no file: unlocked). In a container's pid namespace (Docker) the kernel lists only the locks it can
   /// name a taker of there: a holder in another container reads ``LockState/unlocked``.
   ///
   /// - Throws: ``LiaisonError/Code/unsafeFile`` when something other than Liaison's file stands
   ///   at the lock's name.
   public func probe() throws(LiaisonError) -> LockState {
-    guard let table = FileLockTable.read() else { return .unknown }
+    guard let table = FileLockTable.read() else {
+      // No table to read (Apple platforms): the file is still checked, as everywhere.
+      return try folder.inspectFile(name.rawValue) == nil ? .unlocked : .unknown
+    }
     return try probe(in: table)
   }
 

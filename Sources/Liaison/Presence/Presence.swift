@@ -87,12 +87,15 @@ public final class Presence: Sendable {
   /// kernel's table of locks (`/proc/locks`). A claim is reported while it is held, so a holder
   /// that died is never reported; one whose process has exited while a descendant holds the lock
   /// on (a self-daemonising program run under `liaison presence claim`) is reported with
-  /// ``PresenceHolder/processHasExited`` set. Where nothing can tell — on Apple platforms, which
-  /// have neither such locks nor such a table — a claim is judged by its record and its
-  /// process's existence, as while the container is suspended: a holder that died is then
-  /// reported until its pid is gone (or for as long as another process reuses it), a claim whose
-  /// process has exited reads inactive even if a descendant holds the lock, and a claim being
-  /// made (its record not written yet) is not seen until it is.
+  /// ``PresenceHolder/processHasExited`` set. On Apple platforms, which have neither such locks
+  /// nor such a table, a record that names a claim is checked by taking the file's lock, shared,
+  /// for a moment, without waiting (a claimant that tries at that very moment, after a holder
+  /// died leaving its record, retries for up to 100 ms): the lock is what the kernel releases when
+  /// the holder dies, while its process id can still name a zombie that its parent has not reaped.
+  /// While the container is suspended, when the process may take no lock, a claim is judged by its
+  /// record and its process's existence instead: a holder that died is then reported until its pid
+  /// is gone (or for as long as another process reuses it). A claim being made (its record not
+  /// written yet) is not seen there until it is.
   ///
   /// A process id names a process in the holder's pid namespace: processes in different
   /// containers (Docker, LXC) that share a volume see each other's leases, and claims as far as
@@ -178,11 +181,33 @@ public final class Presence: Sendable {
       // Released (a release clears the record first), or its holder died; a damaged record.
       return Look(probe: .known(nil), heldExclusively: false)
     case nil:
-      // No table to tell: no record is nobody, and one that stays unreadable most likely one cut
-      // short by a crash.
+      // No table to tell (Apple platforms): no record is nobody, and one that stays unreadable
+      // most likely one cut short by a crash. A claim's record: whether its lock is held decides,
+      // not whether its process exists (a killed holder is a zombie, alive to `kill(pid, 0)`,
+      // until its parent reaps it); while suspended, when no lock may be taken, its process.
       guard let claim else { return Look(probe: .known(nil), heldExclusively: false) }
-      let alive = Syscall.processExists(claim.processID)
-      return Look(probe: .known(alive ? claim : nil), heldExclusively: alive)
+      guard try isLockedElsewhere(fd) ?? Syscall.processExists(claim.processID) else {
+        return Look(probe: .known(nil), heldExclusively: false)
+      }
+      let exited = namingHolder && !Syscall.processExists(claim.processID)
+      return Look(probe: .known(exited ? claim.withProcessExited() : claim), heldExclusively: true)
+    }
+  }
+
+  /// Whether another open file holds the `flock` of the file open on `fd`, found by taking it
+  /// shared for a moment (`LOCK_SH | LOCK_NB`, which never waits); `nil` while the container is
+  /// suspended, when this process may take no lock. Taken, the lock is released at once: a
+  /// `NOTE_FUNLOCK` on Apple platforms, which a watch ignores when its last look found the file
+  /// free (see `PresenceWatch`).
+  private func isLockedElsewhere(_ fd: CInt) throws(LiaisonError) -> Bool? {
+    try container.lifecycle.briefly { () throws(LiaisonError) -> Bool in
+      switch Syscall.lock(fd, LOCK_SH | LOCK_NB) {
+      case .success(true):
+        Syscall.unlock(fd)
+        return false
+      case .success(false): return true
+      case .failure(let error): throw LiaisonError.system(error, "lock", path: path)
+      }
     }
   }
 
@@ -196,7 +221,7 @@ public final class Presence: Sendable {
   private func lockState(
     _ fd: CInt, recordsAClaim: Bool, table: FileLockTable?
   ) throws(LiaisonError) -> LockState? {
-    #if os(Linux)
+    #if os(Linux) && !DarwinModel
       switch Syscall.isMarkedClaimed(fd) {
       case true: return .exclusive
       case false: if !recordsAClaim { return .unlocked }

@@ -140,9 +140,12 @@ extension PresenceChange {
 /// claimant's process (death), and its lease's expiry.
 final class PresenceWatch: Sendable {
   private struct State {
-    var descriptor: CInt?
     var fileWatch: EventRegistration?
     var processWatch: (pid: Int32, registration: EventRegistration)?
+    /// A claimant whose exit the process watch reported while a look still found its claim held:
+    /// a zombie, judged by its process while the container is suspended (see `Presence.look`).
+    /// Nothing reports its reap, so it is looked at again every second instead.
+    var exitedPID: Int32?
     var expiryWatch: EventRegistration?
     var last: PresenceChange?
     /// Whether the last look found the file locked exclusively. Until then, an unlock alone
@@ -169,12 +172,20 @@ final class PresenceWatch: Sendable {
     self.presence = presence
     self.emit = emit
     self.fail = fail
+    // Open only to register the watch: the event loop keeps what it needs (Linux: an inotify
+    // watch of the inode; Apple platforms: one descriptor per file, whatever the watches on it).
     let fd = try presence.openFile()
-    state.withLock { $0.descriptor = fd }
     do throws(LiaisonError) {
-      let registration = try EventLoop.watch(
-        .file(descriptor: fd, doorbell: presence.doorbell)
-      ) { [weak self] events in self?.fileChanged(events) }
+      let registration: EventRegistration
+      do throws(LiaisonError) {
+        registration = try EventLoop.watch(
+          .file(descriptor: fd, doorbell: presence.doorbell)
+        ) { [weak self] events in self?.fileChanged(events) }
+        Syscall.close(fd)
+      } catch {
+        Syscall.close(fd)
+        throw error
+      }
       state.withLock { $0.fileWatch = registration }
       presence.container.lifecycle.watches.withLock { $0 += 1 }
       try evaluateOrThrow()
@@ -189,17 +200,16 @@ final class PresenceWatch: Sendable {
   /// Ends every watch. Registrations are cancelled outside the lock: cancelling the event loop's
   /// last one joins its thread, which may be waiting for this lock in `evaluate`.
   func cancel() {
-    let (registrations, fd) = state.withLock { state -> ([EventRegistration], CInt?) in
+    let registrations = state.withLock { state -> [EventRegistration] in
       state.cancelled = true
       if state.fileWatch != nil { presence.container.lifecycle.watches.withLock { $0 -= 1 } }
       let registrations = [state.fileWatch, state.processWatch?.registration, state.expiryWatch].compactMap { $0 }
       state.fileWatch = nil
       state.processWatch = nil
       state.expiryWatch = nil
-      return (registrations, state.descriptor.take())
+      return registrations
     }
     for registration in registrations { registration.cancel() }
-    if let fd { Syscall.close(fd) }
   }
 
   /// Runs on the event loop's thread for an event of the presence's file.
@@ -227,6 +237,19 @@ final class PresenceWatch: Sendable {
     }
   }
 
+  /// Runs on the event loop's thread when the claimant `pid` has exited: the process watch
+  /// fires once, so a claim still found held afterwards (a zombie's, see ``State/exitedPID``) is
+  /// looked at again by the clock.
+  private func processExited(_ pid: Int32) {
+    let fired = state.withLock { state -> EventRegistration? in
+      guard state.processWatch?.pid == pid else { return nil }
+      state.exitedPID = pid
+      return state.processWatch.take()?.registration
+    }
+    fired?.cancel()
+    evaluate()
+  }
+
   /// Reads the holder, emits it if it changed, and re-arms the process and expiry watches.
   private func evaluateOrThrow() throws(LiaisonError) {
     let toCancel = try evaluation.withLock { _ throws(LiaisonError) in try evaluateSerially() }
@@ -249,7 +272,8 @@ final class PresenceWatch: Sendable {
     let shouldEmit = state.withLock { state -> Bool in
       guard !state.cancelled else { return false }
       let claimPID = holder?.kind == .claim ? holder?.processID : nil
-      if state.processWatch?.pid != claimPID {
+      if state.exitedPID != claimPID { state.exitedPID = nil }
+      if state.processWatch?.pid != claimPID, state.exitedPID == nil {
         if let old = state.processWatch { toCancel.append(old.registration) }
         state.processWatch = nil
         watchPID = claimPID
@@ -257,6 +281,7 @@ final class PresenceWatch: Sendable {
       if let old = state.expiryWatch { toCancel.append(old) }
       state.expiryWatch = nil
       watchExpiry = holder?.leaseExpiry
+      if state.exitedPID != nil { watchExpiry = SystemClock.bootNanoseconds() + 1_000_000_000 }
       guard let last = state.last, last.isSame(as: change) else {
         state.last = change
         return true
@@ -264,7 +289,7 @@ final class PresenceWatch: Sendable {
       return false
     }
     if let pid = watchPID {
-      let registration = try EventLoop.watch(.processExit(pid)) { [weak self] _ in self?.evaluate() }
+      let registration = try EventLoop.watch(.processExit(pid)) { [weak self] _ in self?.processExited(pid) }
       state.withLock { state in
         if !state.cancelled { state.processWatch = (pid, registration) }
       }

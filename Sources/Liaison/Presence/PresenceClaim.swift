@@ -58,7 +58,7 @@ public final class PresenceClaim: Sendable {
           try? presence.writeRecord(fd, nil)
           // Unlock explicitly: a child being spawned by another thread may hold a copy of this
           // open file until it execs, and the lock would outlive `close` for that long.
-          #if os(Linux)
+          #if os(Linux) && !DarwinModel
             Syscall.unmarkClaimed(fd)
           #endif
           Syscall.unlock(fd)
@@ -90,7 +90,7 @@ public final class PresenceClaim: Sendable {
         if case .holder(let holder) = found, holder.isLiveLease(now: SystemClock.bootNanoseconds()) {
           throw presence.alreadyClaimed(by: holder)
         }
-        #if os(Linux)
+        #if os(Linux) && !DarwinModel
           // Before the record: a look that reads the record finds the mark (see `Presence.look`).
           if case .failure(let error) = Syscall.markClaimed(fd) {
             throw LiaisonError.system(error, "mark as claimed", path: presence.path)
@@ -102,7 +102,7 @@ public final class PresenceClaim: Sendable {
         state.end.restart()
       } catch {
         state.descriptor = nil
-        #if os(Linux)
+        #if os(Linux) && !DarwinModel
           Syscall.unmarkClaimed(fd)
         #endif
         Syscall.unlock(fd)  // if `lockRecord` took it
@@ -132,7 +132,7 @@ extension PresenceClaim: SuspensionParticipant {
     let waiters = state.withLock { state -> [CheckedContinuation<LiaisonError?, Never>] in
       guard state.held, let fd = state.descriptor else { return [] }
       try? presence.writeRecord(fd, nil)
-      #if os(Linux)
+      #if os(Linux) && !DarwinModel
         Syscall.unmarkClaimed(fd)
       #endif
       Syscall.unlock(fd)

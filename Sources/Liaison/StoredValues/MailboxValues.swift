@@ -170,7 +170,7 @@ package struct OutgoingMessage: Sendable {
   /// call on Linux, which costs more than the rest of a send's preparation).
   package static func uniqueID() -> String {
     var words = (UInt64(0), UInt64(0))
-    #if os(Linux)
+    #if os(Linux) && !DarwinModel
       // One system call for both words, where the standard generator makes one per word.
       let filled = withUnsafeMutableBytes(of: &words) { cliaison_random($0.baseAddress, 16) } == 16
     #else

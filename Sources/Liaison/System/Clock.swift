@@ -13,7 +13,7 @@ enum SystemClock {
   /// `CLOCK_MONOTONIC` (which counts sleep on Apple platforms) elsewhere.
   static func bootNanoseconds() -> UInt64 {
     var now = timespec()
-    #if os(Linux)
+    #if os(Linux) && !DarwinModel
       clock_gettime(CLOCK_BOOTTIME, &now)
     #else
       clock_gettime(CLOCK_MONOTONIC, &now)

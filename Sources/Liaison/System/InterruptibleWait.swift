@@ -10,6 +10,19 @@ import SystemPackage
 #elseif canImport(Darwin)
   import Darwin
 #endif
+#if DarwinModel
+  import DarwinModel
+
+  // In the Darwin model, the model's (Tests/DarwinModel): `pthread_kill` refuses Dispatch's threads
+  // as XNU refuses workqueue threads, and `pthread_create` has Darwin's signature.
+  // swift-format-ignore: AlwaysUseLowerCamelCase
+  private func pthread_kill(_ thread: pthread_t, _ signal: CInt) -> CInt { DarwinModel.pthread_kill(thread, signal) }
+  // swift-format-ignore: AlwaysUseLowerCamelCase
+  private func pthread_create(
+    _ thread: UnsafeMutablePointer<pthread_t?>, _ attributes: UnsafePointer<pthread_attr_t>?,
+    _ body: @convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?, _ argument: UnsafeMutableRawPointer?
+  ) -> CInt { DarwinModel.pthread_create(thread, attributes, body, argument) }
+#endif
 
 /// A blocking system call (a `flock` wait) that another thread can interrupt: for cancellation,
 /// a timeout, or ``SharedContainer/suspend()``.
@@ -22,10 +35,15 @@ import SystemPackage
 /// That repetition is on the interruption path only: a release wakes the waiter through the
 /// kernel, at once.
 ///
+/// The signal must reach the waiting thread, and on Apple platforms it cannot reach them all: XNU
+/// refuses `pthread_kill` to a workqueue thread (`ENOTSUP`), which is what every Dispatch queue and
+/// Swift's cooperative pool run on. A wait called there (``run(_:)``) runs on a thread of its own
+/// while the caller waits for it.
+///
 /// When the signal cannot be used (the program handles it itself, for instance with
-/// `SA_RESTART`, which would restart the call instead of interrupting it), ``canBlock`` is
-/// `false`: the body must not block, and polls instead (see ``pause(_:)``); interruptions are
-/// then seen at its next check, without any signal.
+/// `SA_RESTART`, which would restart the call instead of interrupting it), or no thread can be
+/// started, ``canBlock`` is `false`: the body must not block, and polls instead (see
+/// ``pause(_:)``); interruptions are then seen at its next check, without any signal.
 final class InterruptibleWait: Sendable {
   enum Reason: Sendable {
     case cancelled, timedOut, suspended
@@ -40,6 +58,8 @@ final class InterruptibleWait: Sendable {
   }
 
   private let state = Locked(State())
+  /// Signalled when the body returns, for ``waitUntilFinished()``.
+  private let finishedWaiters = DispatchSemaphore(value: 0)
 
   /// Why the wait was interrupted, or `nil` while it was not.
   var interruption: Reason? { state.withLock { $0.reason } }
@@ -69,18 +89,51 @@ final class InterruptibleWait: Sendable {
     if shouldSignal { signalUntilFinished() }
   }
 
-  /// Runs `body` on the calling thread, interruptibly.
-  func run<T>(_ body: () -> T) -> T {
-    let canBlock = InterruptSignal.isUsable
+  /// Runs `body` interruptibly, blocking the calling thread until it returns: on that thread, or,
+  /// when the interrupt signal cannot reach it (a Dispatch or cooperative-pool thread on Apple
+  /// platforms), on a thread of its own.
+  func run<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+    var canBlock = InterruptSignal.isUsable
+    // `pthread_kill` with no signal checks whether one can be sent: XNU refuses both alike.
+    if canBlock && pthread_kill(pthread_self(), 0) != 0 {
+      let result = Locked<T?>(nil)
+      let started = ThreadSupport.start {
+        #if os(Linux)
+          cliaison_name_thread("liaison-wait")  // a new thread takes its creator's name on Linux
+        #endif
+        result.withLock { $0 = self.runHere(canBlock: true, spawned: false, body) }
+      }
+      if case .success(let thread) = started {
+        ThreadSupport.join(thread)
+        return result.withLock { $0! }
+      }
+      canBlock = false  // no thread to be had: poll here
+    }
+    return runHere(canBlock: canBlock, spawned: false, body)
+  }
+
+  /// Runs `body` on the calling thread, which records itself for the signal.
+  private func runHere<T>(canBlock: Bool, spawned: Bool, _ body: () -> T) -> T {
     // A reason set before this line is seen by the body before it blocks; one set after is
     // signalled.
     state.withLock {
       $0.thread = pthread_self()
+      $0.spawned = spawned
       $0.canBlock = canBlock
     }
     let result = InterruptSignal.unblocked(body)
     state.withLock { $0.finished = true }
+    finishedWaiters.signal()
     return result
+  }
+
+  /// Blocks until the wait's body has returned (at once if it never started): what
+  /// ``SharedContainer/suspend()`` waits for, after interrupting the wait, so that it returns
+  /// only once this process no longer waits for the lock.
+  func waitUntilFinished() {
+    while !state.withLock({ $0.finished || $0.thread == nil }) {
+      _ = finishedWaiters.wait(timeout: .now() + .milliseconds(1))
+    }
   }
 
   /// Runs `body` on a new thread of its own and returns its result, or `unstarted(errno)` when
@@ -98,13 +151,7 @@ final class InterruptibleWait: Sendable {
         #if os(Linux)
           cliaison_name_thread("liaison-wait")
         #endif
-        self.state.withLock {
-          $0.thread = pthread_self()
-          $0.spawned = true
-          $0.canBlock = canBlock
-        }
-        let result = InterruptSignal.unblocked(body)
-        self.state.withLock { $0.finished = true }
+        let result = self.runHere(canBlock: canBlock, spawned: true, body)
         continuation.resume(returning: result)
       }
       if case .failure(let error) = started {
@@ -151,7 +198,7 @@ final class InterruptibleWait: Sendable {
 /// ``isUsable``.
 package enum InterruptSignal {
   package static var number: CInt {
-    #if os(Linux)
+    #if os(Linux) && !DarwinModel
       __libc_current_sigrtmax() - 3
     #else
       SIGURG
@@ -166,7 +213,7 @@ package enum InterruptSignal {
     // SIG_DFL is 0 and SIG_IGN is 1; anything else is a handler the program installed.
     guard handlerAddress(current) <= 1 else { return }
     var action = sigaction()
-    #if os(Linux)
+    #if os(Linux) && !DarwinModel
       action.__sigaction_handler.sa_handler = handler
     #else
       action.__sigaction_u.__sa_handler = handler
@@ -187,7 +234,7 @@ package enum InterruptSignal {
   }
 
   private static func handlerAddress(_ action: sigaction) -> Int {
-    #if os(Linux)
+    #if os(Linux) && !DarwinModel
       unsafeBitCast(action.__sigaction_handler.sa_handler, to: Int.self)
     #else
       unsafeBitCast(action.__sigaction_u.__sa_handler, to: Int.self)
@@ -219,7 +266,7 @@ enum ThreadSupport {
   @discardableResult
   static func start(_ body: @escaping @Sendable () -> Void) -> Result<pthread_t, Errno> {
     let context = Unmanaged.passRetained(Box(body)).toOpaque()
-    #if os(Linux)
+    #if os(Linux) && !DarwinModel
       var thread = pthread_t()
       let result = pthread_create(
         &thread, nil,

@@ -10,6 +10,13 @@ import SystemPackage
 #elseif canImport(Darwin)
   import Darwin
 #endif
+#if DarwinModel
+  import DarwinModel
+
+  // In the Darwin model, Liaison's `flock` and `close` are the model's (Tests/DarwinModel), which
+  // report the releases of locks as XNU does.
+  private func flock(_ fd: CInt, _ operation: CInt) -> CInt { DarwinModel.flock(fd, operation) }
+#endif
 
 /// The current thread's `errno`, as an `Errno`.
 @inline(__always)
@@ -58,15 +65,12 @@ enum Syscall {
 
   /// `flock(fd, LOCK_UN)`. Unlocking a descriptor this process holds cannot fail for a reason
   /// the caller could act on. (On Apple platforms every release posts `NOTE_FUNLOCK` to the file's
-  /// watchers, this process's own included; the kqueue model does the same on Linux.)
+  /// watchers, this process's own included.)
   package static func unlock(_ fd: CInt) {
     _ = retryOnInterrupt { flock(fd, LOCK_UN) }
-    #if os(Linux)
-      if KqueueModel.isActive { KqueueModel.noteUnlock(fd) }
-    #endif
   }
 
-  #if os(Linux)
+  #if os(Linux) && !DarwinModel
     /// Marks the file open on `fd` as claimed with an open-file-description lock on its first
     /// byte (see `cliaison_ofd_lock`), which a look tests without taking anything. Only ever
     /// taken by the holder of the file's exclusive `flock`, so it never waits.
@@ -140,10 +144,12 @@ enum Syscall {
 
   /// Closes `fd`. A failed close of a file Liaison only locked or read loses nothing.
   static func close(_ fd: CInt) {
-    #if canImport(Glibc)
-      _ = Glibc.close(fd)
-    #else
+    #if canImport(Darwin)
       _ = Darwin.close(fd)
+    #elseif DarwinModel
+      _ = DarwinModel.close(fd)  // the model's: the close of a locked descriptor is a NOTE_FUNLOCK
+    #else
+      _ = Glibc.close(fd)
     #endif
   }
 
@@ -155,7 +161,7 @@ enum Syscall {
   /// The process id of this process (on Linux, read from the kernel once: see
   /// `cliaison_process_id`).
   static var processID: Int32 {
-    #if os(Linux)
+    #if os(Linux) && !DarwinModel
       cliaison_process_id()
     #else
       getpid()

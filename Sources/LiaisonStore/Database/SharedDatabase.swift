@@ -109,8 +109,25 @@ public final class SharedDatabase: Sendable {
     // Own commits need neither (observations see them already), so they are ignored.
     let refreshQueue = DispatchQueue(label: "Liaison.SharedDatabase.\(name)")
     let isOpen = isOpen
+    // Whether a relay waits for resume() already: the commits made meanwhile are all relayed then.
+    let owedAtResume = Locked(false)
     @Sendable func relay(onlyIfChanged: Bool, attempt: Int) {
       guard isOpen.withLock({ $0 }) else { return }
+      // A relay reads the database (a read lock in the -shm): none while the container is
+      // suspended. It is made at resume() instead, once for every commit meanwhile.
+      if container.isSuspended {
+        let first = owedAtResume.withLock { owed in
+          defer { owed = true }
+          return !owed
+        }
+        if first {
+          container.afterResume {
+            owedAtResume.withLock { $0 = false }
+            refreshQueue.async { relay(onlyIfChanged: false, attempt: 0) }
+          }
+        }
+        return
+      }
       do {
         // Observers fetch when a transaction commits, so the change is notified inside one: an
         // empty deferred transaction, which takes no SQLite lock. It runs on GRDB's writer queue,

@@ -409,8 +409,13 @@ public final class SharedDefaults: Sendable {
       guard registration == nil else { return }
       let (signal, generations, slot) = (signal, store.generations, slot)
       registration = try store.folder.watchWriterCloses(of: store.writeLockFile) {
+        // On the event loop's queue, which never waits: a ring that would wait for another poster
+        // is made from another queue. (Suspended, it is made at resume().)
         let generation = generations.load(slot)
-        if let state = try? signal.state, state != generation { try? signal.post(state: generation) }
+        guard let state = try? signal.state, state != generation else { return }
+        if !signal.ring(waiting: false, state: { generation }) {
+          DispatchQueue.global().async { signal.ring { generation } }
+        }
       }
     }
   }
