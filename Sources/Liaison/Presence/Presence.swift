@@ -69,16 +69,19 @@ public final class Presence: Sendable {
 
   /// Whether the presence is claimed, or leased and not expired, right now.
   ///
-  /// Looking takes no lock: it reads the record and, for a claim, whether the presence's file
-  /// is locked (see ``holder``), so it never makes a claimant wait, and is safe to call from any
-  /// thread, as often as needed. A record being rewritten under its lock counts as active.
+  /// Looking never waits: it reads the record and, for a claim, whether the presence's file is
+  /// locked (see ``holder``), so it never makes a claimant wait, and is safe to call from any
+  /// thread, as often as needed. On Linux it takes no lock; on Apple platforms a claim's record
+  /// is checked by taking the file's lock, shared, for a moment. A record being rewritten under
+  /// its lock counts as active.
   public var isActive: Bool {
     get throws(LiaisonError) { try look(namingHolder: false).probe != .known(nil) }
   }
 
   /// The current holder, or `nil` when the presence is not active.
   ///
-  /// Reading it takes no lock, so it never makes another process's claim fail or wait: it reads
+  /// Reading it never waits, and on Linux takes no lock, so it never makes another process's
+  /// claim fail or wait: it reads
   /// the holder's record, and for a claim whether the claim still holds the presence's file. On
   /// Linux a claim marks its file with an open-file-description lock on its first byte, which a
   /// look tests without taking it (`F_OFD_GETLK`, about a microsecond) and which the kernel drops
@@ -146,8 +149,8 @@ public final class Presence: Sendable {
     let heldExclusively: Bool
   }
 
-  /// Looks at the presence once, taking no lock and never waiting: safe on the event loop's
-  /// thread. Reads the record, then, for a claim, the kernel's table of locks: `table` when a
+  /// Looks at the presence once, never waiting (and, but for a claim's record where no table can
+  /// be read, taking no lock): safe on the event loop's thread. Reads the record, then, for a claim, the kernel's table of locks: `table` when a
   /// listing read it already, else read now.
   ///
   /// - Parameter namingHolder: whether the holder returned must say whether its process has
