@@ -217,7 +217,10 @@ final class ContainerLifecycle: Sendable {
     let participant = WaitParticipant(wait)
     guard join(participant) else { throw Self.suspendedError(path: path) }
     defer { leave(participant) }
-    switch wait.run({ ProcessLock.blockingLock(fd: fd, mode: .exclusive, wait: wait) }) {
+    // A lock taken as a suspension begins is this brief access's, which `suspend()` waits out:
+    // settled as it is.
+    let outcome = wait.run({ ProcessLock.blockingLock(fd: fd, mode: .exclusive, wait: wait) })
+    switch participant.settle(outcome, fd: fd, suspended: false) {
     case .acquired: return true
     case .interrupted: throw Self.suspendedError(path: path)
     case .failed(let error): throw LiaisonError.system(error, "lock", path: path)

@@ -8,8 +8,10 @@ enum WatchTarget: Sendable {
   /// ``WatchEvents/unlocked``). `doorbell` is the name writers ring on platforms where writes do
   /// not notify by themselves (``WatchEvents/changed``).
   case file(descriptor: CInt, doorbell: String)
-  /// The exit of a process. Fires once, after the process's descriptors (and so its locks) are
-  /// released; fires at once if the process does not exist.
+  /// The exit of a process. Fires once, when the process has exited, before its parent reaps it:
+  /// on Linux after its descriptors (and so its locks) are released, on Apple platforms perhaps
+  /// before (XNU makes a dying process a zombie, then closes its files). Fires at once if the
+  /// process does not exist.
   case processExit(Int32)
   /// A moment on the boot clock (``SystemClock/bootNanoseconds()``). Fires once.
   case deadline(UInt64)

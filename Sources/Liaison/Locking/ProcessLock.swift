@@ -206,14 +206,16 @@ public final class ProcessLock: Sendable {
     case failed(Errno)
   }
 
-  /// Registers `wait` with the container so that `suspend()` interrupts it, runs `body`.
+  /// Registers `wait` with the container so that `suspend()` interrupts it, runs `body`. A lock
+  /// taken as a suspension began is given back before the wait settles, which that `suspend()`
+  /// waits for (``WaitParticipant/finishSuspending()``).
   private func waitInterruptibly(
     _ wait: InterruptibleWait, fd: CInt, mode: LockMode, _ body: () -> WaitOutcome
   ) -> WaitOutcome {
     let participant = WaitParticipant(wait)
     guard container.lifecycle.join(participant) else { return .interrupted(.suspended) }
     defer { container.lifecycle.leave(participant) }
-    return body()
+    return participant.settle(body(), fd: fd, suspended: container.lifecycle.isSuspended)
   }
 
   private func waitInterruptibly(
@@ -222,7 +224,8 @@ public final class ProcessLock: Sendable {
     let participant = WaitParticipant(wait)
     guard container.lifecycle.join(participant) else { return .interrupted(.suspended) }
     defer { container.lifecycle.leave(participant) }
-    return await body()
+    let outcome = await body()
+    return participant.settle(outcome, fd: fd, suspended: container.lifecycle.isSuspended)
   }
 
   /// The waiting loop: blocks in `flock` until the lock is taken or the wait is interrupted.
@@ -287,9 +290,25 @@ public final class ProcessLock: Sendable {
 final class WaitParticipant: SuspensionParticipant {
   let wait: InterruptibleWait
   init(_ wait: InterruptibleWait) { self.wait = wait }
+  private let settled = Locked(false)
+
   func suspend() { wait.interrupt(.suspended) }
-  /// Returns once the wait has left the kernel (and released a lock it took as it ended).
-  func finishSuspending() { wait.waitUntilFinished() }
+
+  /// Returns once the wait has left the kernel and given back a lock it took as the suspension
+  /// began (``settle(_:fd:suspended:)``).
+  func finishSuspending() {
+    wait.waitUntilFinished()
+    while !settled.withLock({ $0 }) && wait.hasStarted { sched_yield() }
+  }
+
+  /// The wait's outcome, once a lock it took while the container was being suspended is given
+  /// back (`suspended` is read after the wait ended): then ``finishSuspending()`` returns.
+  func settle(_ outcome: ProcessLock.WaitOutcome, fd: CInt, suspended: Bool) -> ProcessLock.WaitOutcome {
+    defer { settled.withLock { $0 = true } }
+    guard case .acquired = outcome, suspended else { return outcome }
+    Syscall.unlock(fd)
+    return .interrupted(.suspended)
+  }
   func resume() throws(LiaisonError) {}
 }
 

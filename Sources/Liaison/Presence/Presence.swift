@@ -92,9 +92,9 @@ public final class Presence: Sendable {
   /// on (a self-daemonising program run under `liaison presence claim`) is reported with
   /// ``PresenceHolder/processHasExited`` set. On Apple platforms, which have neither such locks
   /// nor such a table, a record that names a claim is checked by taking the file's lock, shared,
-  /// for a moment, without waiting (a claimant that tries at that very moment, after a holder
-  /// died leaving its record, retries for up to 100 ms): the lock is what the kernel releases when
-  /// the holder dies, while its process id can still name a zombie that its parent has not reaped.
+  /// for a moment, without waiting (a claimant that meets it waits it out): the lock is what the
+  /// kernel releases when the holder dies, while its process id can still name a zombie that its
+  /// parent has not reaped.
   /// While the container is suspended, when the process may take no lock, a claim is judged by its
   /// record and its process's existence instead: a holder that died is then reported until its pid
   /// is gone (or for as long as another process reuses it). A claim being made (its record not
@@ -189,7 +189,7 @@ public final class Presence: Sendable {
       // not whether its process exists (a killed holder is a zombie, alive to `kill(pid, 0)`,
       // until its parent reaps it); while suspended, when no lock may be taken, its process.
       guard let claim else { return Look(probe: .known(nil), heldExclusively: false) }
-      guard try isLockedElsewhere(fd) ?? Syscall.processExists(claim.processID) else {
+      guard isLockedElsewhere(fd) ?? Syscall.processExists(claim.processID) else {
         return Look(probe: .known(nil), heldExclusively: false)
       }
       let exited = namingHolder && !Syscall.processExists(claim.processID)
@@ -197,21 +197,31 @@ public final class Presence: Sendable {
     }
   }
 
+  /// Whether the lock of the file open on `fd`, which this process could not take exclusively, is
+  /// held shared only (by looks): taken shared for a moment, and released.
+  private func onlyLookersHold(_ fd: CInt) -> Bool {
+    guard case .success(true) = Syscall.lock(fd, LOCK_SH | LOCK_NB) else { return false }
+    Syscall.unlock(fd)
+    return true
+  }
+
   /// Whether another open file holds the `flock` of the file open on `fd`, found by taking it
-  /// shared for a moment (`LOCK_SH | LOCK_NB`, which never waits); `nil` while the container is
-  /// suspended, when this process may take no lock. Taken, the lock is released at once: a
-  /// `NOTE_FUNLOCK` on Apple platforms, which a watch ignores when its last look found the file
-  /// free (see `PresenceWatch`).
-  private func isLockedElsewhere(_ fd: CInt) throws(LiaisonError) -> Bool? {
-    try container.lifecycle.briefly { () throws(LiaisonError) -> Bool in
+  /// shared for a moment (`LOCK_SH | LOCK_NB`, which never waits); `nil` when that cannot tell:
+  /// while the container is suspended, when this process may take no lock, or when the system
+  /// refuses the lock (a sandbox, a file system without `flock`). Taken, the lock is released at
+  /// once: a `NOTE_FUNLOCK` on Apple platforms, which a watch ignores when its last look found
+  /// the file free (see `PresenceWatch`).
+  private func isLockedElsewhere(_ fd: CInt) -> Bool? {
+    let probed = try? container.lifecycle.briefly { () -> Bool? in
       switch Syscall.lock(fd, LOCK_SH | LOCK_NB) {
       case .success(true):
         Syscall.unlock(fd)
         return false
       case .success(false): return true
-      case .failure(let error): throw LiaisonError.system(error, "lock", path: path)
+      case .failure: return nil
       }
     }
+    return probed ?? nil
   }
 
   /// Whether the file open on `fd` is held by a claim. On Linux, a claim of this version marks
@@ -352,8 +362,12 @@ public final class Presence: Sendable {
       case .success(true):
         return try readRecord(fd)
       case .success(false):
+        // Held by a claim, or only by lookers: on Apple platforms a look at a claim's record
+        // takes the file's lock shared for a moment, which a dead claimant's record (its pid a
+        // zombie's, or reused) draws from every watcher at once. Shared taken, the holders are
+        // lookers: wait them out.
         if case .holder(let holder) = try readRecord(fd), holder.kind == .claim,
-          Syscall.processExists(holder.processID)
+          Syscall.processExists(holder.processID), !onlyLookersHold(fd)
         {
           throw alreadyClaimed(by: holder)
         }

@@ -215,7 +215,8 @@ final class PresenceWatch: Sendable {
   /// Runs on the event loop's thread for an event of the presence's file.
   ///
   /// On Apple platforms every release of a `flock` on the file is an event (`NOTE_FUNLOCK`), a
-  /// lease renewal's and a claimant's brief lock included (a look takes none). An unlock alone is
+  /// lease renewal's, a claimant's and a look's brief lock included (a look at a claim's record
+  /// takes the lock shared for a moment there). An unlock alone is
   /// news only when the last look judged the presence held by a claim: then it may be the
   /// holder's release or death (its close). Otherwise, what can make it held again is a claim or
   /// lease, and their records are writes, which are changes: the unlock is the echo of a brief
@@ -241,8 +242,11 @@ final class PresenceWatch: Sendable {
   /// fires once, so a claim still found held afterwards (a zombie's, see ``State/exitedPID``) is
   /// looked at again by the clock.
   private func processExited(_ pid: Int32) {
+    // Only while suspended is a claim judged by its process, which a zombie's fools: otherwise the
+    // look takes the lock, and the holder's release is an event of its own.
+    let suspended = presence.container.isSuspended
     let fired = state.withLock { state -> EventRegistration? in
-      guard state.processWatch?.pid == pid else { return nil }
+      guard suspended, state.processWatch?.pid == pid else { return nil }
       state.exitedPID = pid
       return state.processWatch.take()?.registration
     }
@@ -258,6 +262,7 @@ final class PresenceWatch: Sendable {
 
   /// One evaluation; returns the registrations it replaced, for cancelling after the lock.
   private func evaluateSerially() throws(LiaisonError) -> [EventRegistration] {
+    let suspended = presence.container.isSuspended
     let look = try presence.look()
     state.withLock { $0.heldExclusively = look.heldExclusively }
     guard case .known(let holder) = look.probe else {
@@ -272,7 +277,7 @@ final class PresenceWatch: Sendable {
     let shouldEmit = state.withLock { state -> Bool in
       guard !state.cancelled else { return false }
       let claimPID = holder?.kind == .claim ? holder?.processID : nil
-      if state.exitedPID != claimPID { state.exitedPID = nil }
+      if state.exitedPID != claimPID || !suspended { state.exitedPID = nil }
       if state.processWatch?.pid != claimPID, state.exitedPID == nil {
         if let old = state.processWatch { toCancel.append(old.registration) }
         state.processWatch = nil

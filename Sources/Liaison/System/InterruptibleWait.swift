@@ -127,7 +127,11 @@ final class InterruptibleWait: Sendable {
     return result
   }
 
-  /// Blocks until the wait's body has returned (at once if it never started): what
+  /// Whether the body has started (it checks for an interruption before it first blocks).
+  var hasStarted: Bool { state.withLock { $0.thread != nil } }
+
+  /// Blocks until the wait's body has returned (at once if it never started: it checks for an
+  /// interruption before it first blocks): what
   /// ``SharedContainer/suspend()`` waits for, after interrupting the wait, so that it returns
   /// only once this process no longer waits for the lock.
   func waitUntilFinished() {
