@@ -138,9 +138,16 @@ public final class ProcessLock: Sendable {
     let fd = try takeDescriptor()
     let wait = InterruptibleWait()
     let deadline = Self.deadline(timeout, for: wait)
+    let lifecycle = container.lifecycle
     let outcome = await withTaskCancellationHandler {
-      await waitInterruptibly(wait, fd: fd, mode: mode) {
-        await wait.spawn({ Self.blockingLock(fd: fd, mode: mode, wait: wait) }, unstarted: { .failed($0) })
+      await waitInterruptibly(wait, fd: fd, mode: mode) { participant in
+        // Settled on the wait's own thread, so that `suspend()` never waits for this task to be
+        // scheduled again.
+        await wait.spawn(
+          {
+            participant.settle(
+              Self.blockingLock(fd: fd, mode: mode, wait: wait), fd: fd, suspended: lifecycle.isSuspended)
+          }, unstarted: { .failed($0) })
       }
     } onCancel: {
       wait.interrupt(.cancelled)
@@ -218,14 +225,14 @@ public final class ProcessLock: Sendable {
     return participant.settle(body(), fd: fd, suspended: container.lifecycle.isSuspended)
   }
 
+  /// Like the blocking form; `body` settles the wait itself (``WaitParticipant/settle(_:fd:suspended:)``).
   private func waitInterruptibly(
-    _ wait: InterruptibleWait, fd: CInt, mode: LockMode, _ body: () async -> WaitOutcome
+    _ wait: InterruptibleWait, fd: CInt, mode: LockMode, _ body: (WaitParticipant) async -> WaitOutcome
   ) async -> WaitOutcome {
     let participant = WaitParticipant(wait)
     guard container.lifecycle.join(participant) else { return .interrupted(.suspended) }
     defer { container.lifecycle.leave(participant) }
-    let outcome = await body()
-    return participant.settle(outcome, fd: fd, suspended: container.lifecycle.isSuspended)
+    return await body(participant)
   }
 
   /// The waiting loop: blocks in `flock` until the lock is taken or the wait is interrupted.
