@@ -116,7 +116,7 @@ struct ZombieHolderTests {
   let directory = TemporaryDirectory()
 
   /// Whether process `pid` is a zombie (Linux: its state in `/proc/PID/stat`).
-  private static func isZombie(_ pid: Int32) -> Bool {
+  static func isZombie(_ pid: Int32) -> Bool {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
       let end = stat.lastIndex(of: ")")
     else { return false }
@@ -142,6 +142,35 @@ struct ZombieHolderTests {
     #expect(model.holder == nil, "the model still shows \(String(describing: model.holder))")
     #expect(Self.isZombie(holder.pid), "reaped before the checks: they proved nothing")
     #expect(try !presence.isActive)
+  }
+}
+
+extension ZombieHolderTests {
+  /// A claimant that meets the shared lock a look takes for a moment (Apple platforms' look at a
+  /// claim's record) under the record of a holder killed and not yet reaped is not told that the
+  /// dead holder has the presence: it waits the look out, then claims. Held shared for longer than
+  /// any look, the file is refused after 100 ms as held by a claim not recorded yet, never as the
+  /// dead holder's.
+  @Test(.enabled(if: readsProc, "reads /proc/PID/stat (Linux)"))
+  func aClaimantWaitsOutALooksSharedLockUnderADeadHoldersRecord() throws {
+    let holder = try Peer(container: directory.path)
+    try holder.send(.claim, "recording")
+    holder.child.kill(SIGKILL)  // and not reaped: its record names a zombie
+    try waitUntil("the holder is a zombie") { Self.isZombie(holder.pid) }
+    let look = open(directory.path + "/.liaison/presence/recording", O_RDONLY | O_CLOEXEC)
+    try #require(look >= 0)
+    defer { close(look) }
+    try #require(flock(look, LOCK_SH | LOCK_NB) == 0)
+    let presence = try SharedContainer(directory: directory.path).presence("recording")
+    #expect {
+      _ = try presence.claim()
+    } throws: { error in
+      let error = error as? LiaisonError
+      return error?.code == .alreadyClaimed && error?.message.contains("not written its record yet") == true
+    }
+    flock(look, LOCK_UN)
+    try presence.claim().release()
+    #expect(Self.isZombie(holder.pid), "reaped before the checks: they proved nothing")
   }
 }
 

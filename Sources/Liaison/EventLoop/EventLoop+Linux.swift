@@ -300,7 +300,7 @@
             }
             if overflowed {
               for ids in idsByWatch.values {
-                for id in ids { fired[id, default: []].formUnion([.changed, .unlocked]) }
+                for id in ids { fired[id, default: []].insert(.changed) }
               }
             }
           }

@@ -348,8 +348,9 @@ extension ProcessLock {
   /// lock with ``tryLock(_:)`` instead.
   ///
   /// ``LockState/unknown`` where there is no such table (Apple platforms, a Linux without
-  /// `/proc`), for a lock that was ever taken (one never taken has no file: unlocked). In a container's pid namespace (Docker) the kernel lists only the locks it can
-  /// name a taker of there: a holder in another container reads ``LockState/unlocked``.
+  /// `/proc`), for a lock that was ever taken (one never taken has no file: unlocked). In a
+  /// container's pid namespace (Docker) the kernel lists only the locks it can name a taker of
+  /// there: a holder in another container reads ``LockState/unlocked``.
   ///
   /// - Throws: ``LiaisonError/Code/unsafeFile`` when something other than Liaison's file stands
   ///   at the lock's name.

@@ -81,8 +81,7 @@ public final class Presence: Sendable {
   /// The current holder, or `nil` when the presence is not active.
   ///
   /// Reading it never waits, and on Linux takes no lock, so it never makes another process's
-  /// claim fail or wait: it reads
-  /// the holder's record, and for a claim whether the claim still holds the presence's file. On
+  /// claim fail or wait: it reads the holder's record, and for a claim whether the claim still holds the presence's file. On
   /// Linux a claim marks its file with an open-file-description lock on its first byte, which a
   /// look tests without taking it (`F_OFD_GETLK`, about a microsecond) and which the kernel drops
   /// with the claim's `flock`; only a file that is not marked but whose record names a claim (a
@@ -150,8 +149,8 @@ public final class Presence: Sendable {
   }
 
   /// Looks at the presence once, never waiting (and, but for a claim's record where no table can
-  /// be read, taking no lock): safe on the event loop's thread. Reads the record, then, for a claim, the kernel's table of locks: `table` when a
-  /// listing read it already, else read now.
+  /// be read, taking no lock): safe on the event loop's thread. Reads the record, then, for a
+  /// claim, the kernel's table of locks: `table` when a listing read it already, else read now.
   ///
   /// - Parameter namingHolder: whether the holder returned must say whether its process has
   ///   exited (a `kill(pid, 0)`); ``isActive`` needs only whether there is one.

@@ -131,9 +131,8 @@ final class InterruptibleWait: Sendable {
   var hasStarted: Bool { state.withLock { $0.thread != nil } }
 
   /// Blocks until the wait's body has returned (at once if it never started: it checks for an
-  /// interruption before it first blocks): what
-  /// ``SharedContainer/suspend()`` waits for, after interrupting the wait, so that it returns
-  /// only once this process no longer waits for the lock.
+  /// interruption before it first blocks): what ``SharedContainer/suspend()`` waits for, after
+  /// interrupting the wait, so that it returns only once this process no longer waits for the lock.
   func waitUntilFinished() {
     while !state.withLock({ $0.finished || $0.thread == nil }) {
       _ = finishedWaiters.wait(timeout: .now() + .milliseconds(1))

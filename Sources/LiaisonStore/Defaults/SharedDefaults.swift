@@ -73,16 +73,7 @@ public final class SharedDefaults: Sendable {
     self.container = container
     self.store = store
     slot = GenerationCounters.slot(for: domain.rawValue)
-    let folder = try container.privateFolder(.storeSignals)
-    do {
-      signal = try Signal(name: domain, folder: folder, container: container)
-    } catch let error where error.code == .readOnly && store.isReadOnly {
-      // A read-only container, and no writer has opened this domain: its values read as none.
-      signal = nil
-    }
-    // Read once now: a damaged signal file is an error that names it here, not a silent end of
-    // the domain's change notifications (writes ring it without throwing, having committed).
-    _ = try signal?.state
+    signal = try store.signal(domain, in: .storeSignals, container: container)
   }
 
   // MARK: Reading

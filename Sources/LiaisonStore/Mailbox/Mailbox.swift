@@ -54,16 +54,7 @@ public final class Mailbox: Sendable {
     self.sender = sender
     self.container = container
     store = try StoreDatabase.shared(container, name: Self.storeName, migrator: Self.migrator)
-    let folder = try container.privateFolder(.mailboxSignals)
-    do {
-      signal = try Signal(name: name, folder: folder, container: container)
-    } catch let error where error.code == .readOnly && store.isReadOnly {
-      // A read-only container, and no writer has opened this mailbox: it reads as empty.
-      signal = nil
-    }
-    // Read once now: a damaged signal file is an error that names it here, not receivers that
-    // are silently never woken.
-    _ = try signal?.state
+    signal = try store.signal(name, in: .mailboxSignals, container: container)
     // A sender killed between its commit and its ring left a message that wakes nobody; when it
     // (or any process) opens the mailbox again, this ring makes a waiting receiver look.
     ring()

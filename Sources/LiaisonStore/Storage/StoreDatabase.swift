@@ -124,12 +124,11 @@ final class StoreDatabase: Sendable {
         let database = try register(
           container, folder: folder, name: name, migrator: migrator, lock: lock, holding: nil, readOnly: true)
       else {
+        let state = try folder.inspectFile(name + ".sqlite") == nil ? "does not exist" : "is not set up"
         throw LiaisonError(
           .readOnly,
-          "The store '\(path)' \(try folder.inspectFile(name + ".sqlite") == nil ? "does not exist" : "is not set up") yet, "
-            + "and the container is "
-            + "read-only for this process, so it cannot be made. Nothing has been stored in it: a process that may "
-            + "write the container makes it at its first write.",
+          "The store '\(path)' \(state) yet, and the container is read-only for this process, so it cannot be made. "
+            + "Nothing has been stored in it: a process that may write the container makes it at its first write.",
           errno: error.errno, path: path)
       }
       return database
@@ -542,4 +541,24 @@ extension LiaisonError {
   /// The GRDB error beneath this one, with SQLite's result code (`resultCode`,
   /// `extendedResultCode`), when a store or shared database failed.
   public var databaseError: DatabaseError? { cause as? DatabaseError }
+}
+
+extension StoreDatabase {
+  /// The signal `name` of a part of this store (a domain, a mailbox), in the container's folder
+  /// `folder`, which its writes ring; `nil` in a store opened read-only when no writer has opened
+  /// the part yet (it reads as empty). Read once here: a damaged signal file is an error that
+  /// names it now, not a silent end of the part's notifications (writes ring without throwing,
+  /// having committed).
+  func signal(
+    _ name: LiaisonName, in folder: ContainerLayout.Folder, container: SharedContainer
+  ) throws(LiaisonError) -> Signal? {
+    let signal: Signal
+    do {
+      signal = try Signal(name: name, folder: try container.privateFolder(folder), container: container)
+    } catch let error where error.code == .readOnly && isReadOnly {
+      return nil
+    }
+    _ = try signal.state
+    return signal
+  }
 }
