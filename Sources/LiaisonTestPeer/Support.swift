@@ -79,7 +79,8 @@ func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
   return result.withLock { $0! }
 }
 
-/// This process's open descriptors and threads.
+/// This process's open descriptors (`/dev/fd`, on Linux and macOS) and threads (Linux only: -1
+/// elsewhere).
 @Sendable func counts() -> (Int, Int) {
   func entries(_ path: String) -> Int {
     guard let directory = opendir(path) else { return -1 }
@@ -88,7 +89,7 @@ func blocking<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
     while readdir(directory) != nil { count += 1 }
     return count - 3  // ".", "..", and the descriptor opendir itself holds or the reading thread
   }
-  return (entries("/proc/self/fd"), entries("/proc/self/task"))
+  return (entries("/dev/fd"), entries("/proc/self/task"))
 }
 
 /// The names of this process's threads.

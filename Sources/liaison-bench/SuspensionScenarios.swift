@@ -1,7 +1,9 @@
 import Dispatch
 import Foundation
+import GRDB
 import KernelLockTable
 import Liaison
+import LiaisonStore
 
 #if canImport(Glibc)
   import Glibc
@@ -50,6 +52,56 @@ enum SuspensionScenarios {
       measurement: Measurement("suspend.interrupting", samples[0]), unit: "ns",
       baselines: [Measurement("suspend.idle", samples[1])],
       target: "returns within milliseconds, whatever the other holder does")
+  }
+
+  /// `suspend.reopening`: what closing the store's connections at `suspend()` costs, one whole
+  /// round: `suspend()` (which closes the store's pool), `resume()`, and the first `set`, which
+  /// opens the pool again, checks the store and prepares its statements. Against `defaults.set`
+  /// with the pool open (the same write, without the round), and `grdb.suspension`: the round
+  /// GRDB offers, which keeps its connections open (its suspension and resumption notifications
+  /// around a write of a GRDB pool in WAL mode, whose connections stay open, locks included).
+  static func reopening(_ container: SharedContainer) throws -> ScenarioResult {
+    let defaults = try container.defaults("bench-reopen")
+    let key = DefaultsKey<Int>("counter")
+    try defaults.set(0, for: key)
+    var configuration = Configuration()
+    configuration.observesSuspensionNotifications = true
+    let pool = try DatabasePool(path: container.directory + "/grdb-suspension.sqlite", configuration: configuration)
+    try pool.write { db in try db.execute(sql: "CREATE TABLE IF NOT EXISTS entry (key TEXT PRIMARY KEY, value)") }
+    var value = 0
+    func next() -> Int {
+      value += 1
+      return value
+    }
+    let samples = try interleave(
+      samples: 60,
+      [
+        {
+          let start = now()
+          container.suspend()
+          try container.resume()
+          try defaults.set(next(), for: key)
+          return Double(now() - start)
+        },
+        {
+          let start = now()
+          try defaults.set(next(), for: key)
+          return Double(now() - start)
+        },
+        {
+          let start = now()
+          NotificationCenter.default.post(name: Database.suspendNotification, object: nil)
+          NotificationCenter.default.post(name: Database.resumeNotification, object: nil)
+          try pool.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO entry VALUES ('counter', ?)", arguments: [next()])
+          }
+          return Double(now() - start)
+        },
+      ])
+    return ScenarioResult(
+      measurement: Measurement("suspend.reopening", samples[0]), unit: "ns",
+      baselines: [Measurement("defaults.set.open", samples[1]), Measurement("grdb.suspension", samples[2])],
+      target: "well under a frame (16 ms): a suspension is a move to the background, not a hot path")
   }
 
   /// Waits until a thread of this process waits in the kernel for a lock. Where there is no

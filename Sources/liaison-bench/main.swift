@@ -13,7 +13,7 @@
 //
 // Scenarios: lock.uncontended, lock.handoff, lock.handoff.kill, presence.probe, presence.release.kill, signal.latency, defaults.get,
 // defaults.set, defaults.visibility, model.visibility, database.observation, mailbox.latency, mailbox.throughput,
-// suspend.interrupting,
+// suspend.interrupting, suspend.reopening,
 // and those that run with another: lock.handoff.async, presence.probe.active,
 // signal.latency.callback, signal.latency.queue.
 
@@ -85,6 +85,7 @@ let families: [(names: [String], run: (SharedContainer) throws -> [ScenarioResul
   (["mailbox.latency"], { [try MailboxScenarios.latency($0)] }),
   (["mailbox.throughput"], { [try MailboxScenarios.throughput($0)] }),
   (["suspend.interrupting"], { [try SuspensionScenarios.interrupting($0)] }),
+  (["suspend.reopening"], { [try SuspensionScenarios.reopening($0)] }),
 ]
 let allNames = families.flatMap(\.names)
 

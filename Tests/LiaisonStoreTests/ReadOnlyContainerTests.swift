@@ -70,6 +70,31 @@ struct ReadOnlyContainerTests {
     #expect(try ready.state == 7)
   }
 
+  /// The app is suspended: `suspend()` closed its store's connections, the last ones on it. A
+  /// read-write connection closing last would checkpoint and remove the `-wal` and `-shm` files,
+  /// without which a process that may not write the folder cannot read a database in WAL mode; a
+  /// pool closes its readers last, which are read-only and remove nothing. So the files stay, and
+  /// the keyboard still reads what the app wrote.
+  @Test(.enabled(if: ReadOnlyMount.mustRun, "needs root: a read-only bind mount"))
+  func aReaderReadsWhatASuspendedAppWrote() throws {
+    let directory = TemporaryDirectory()
+    let app = try SharedContainer(directory: directory.path)
+    try app.defaults("settings").set(42, for: DefaultsKey<Int>("volume"))
+    try app.mailbox("inbox").send("hello", id: "m-1")
+    app.suspend()
+    defer { try? app.resume() }
+    let store = directory.path + "/.liaison/store/defaults.sqlite"
+    #expect(FileManager.default.fileExists(atPath: store + "-wal"))
+    #expect(FileManager.default.fileExists(atPath: store + "-shm"))
+
+    let view = try ReadOnlyMount(of: directory.path)
+    defer { view.unmount() }
+    let keyboard = try Peer(container: view.path)
+    defer { keyboard.kill() }
+    #expect(try keyboard.send(.dget, "settings", "volume") == "42")
+    #expect(try keyboard.send(.mpeek, "inbox") == "1 m-1")
+  }
+
   /// What no writer made yet reads as nothing there: no container folder of Liaison's at all, or
   /// a presence never claimed, a domain never opened.
   @Test(.enabled(if: ReadOnlyMount.mustRun, "needs root: a read-only bind mount"))

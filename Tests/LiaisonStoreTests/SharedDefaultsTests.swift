@@ -220,10 +220,10 @@ struct SharedDefaultsTests {
         try tx.set(1, for: a)
         try tx.set(2, for: b)
         // A write interrupted while it runs: SQLite rolls the whole transaction back.
-        let pool = defaults.store.pool
+        let store = defaults.store
         tx.db.add(
           function: DatabaseFunction("interrupt_now", argumentCount: 0, pure: false) { _ in
-            pool.interrupt()
+            store.interrupt()
             return true
           })
         do {

@@ -11,12 +11,6 @@ import Testing
 struct SuspensionTests {
   let directory = TemporaryDirectory()
 
-  /// A post, a store's opening (the growth of its counters file), and a database write, each
-  /// blocked on a lock another process holds, and a presence being watched: `suspend()` ends the
-  /// three waits with errors and returns, and `/proc/locks` then lists no lock of this process on
-  /// the container's files but the two that SQLite's unix VFS keeps for as long as a connection
-  /// in WAL mode is open, idle or not (a shared lock on the database file's lock bytes, and one on
-  /// the `-shm` file's byte 128), which GRDB's suspension leaves too (see *Apple Platforms*).
   /// After `suspend()`, another process's commits to a shared database are not relayed to this
   /// process's observations (a relay reads the database: a read lock in its `-shm`) until
   /// `resume()`, which relays them. Before, the relay ran while suspended.
@@ -56,12 +50,23 @@ struct SuspensionTests {
     try await waitUntilOffThePool("the commits are relayed at resume()") { seen.withLock { $0.last } == 3 }
   }
 
+  /// A post, a store's opening (the growth of its counters file), and a database write, each
+  /// blocked on a lock another process holds, a presence being watched and a store open (the
+  /// mailboxes'): `suspend()` ends the
+  /// three waits with errors and returns, and `/proc/locks` then lists no lock of this process on
+  /// the container's files: the store's pools are closed, and the shared database's, which is the
+  /// user's, keeps only the two that SQLite's unix VFS keeps for as long as a connection in WAL
+  /// mode is open, idle or not (a shared lock on the database file's lock bytes, and one on the
+  /// `-shm` file's byte 128), until it is closed (see *Apple Platforms*). After `resume()`, the
+  /// store opens again at its first access.
   @Test(.enabled(if: readsProc, "reads /proc/locks"))
   func suspendEndsEveryWaitAndLeavesNoLock() async throws {
     let container = try SharedContainer(directory: directory.path)
     let peer = try Peer(container: directory.path)
     let liaison = directory.path + "/.liaison"
 
+    let jobs = try await container.mailbox("jobs", sender: "app")
+    try await jobs.send("first")
     let signal = try container.signal("changed")
     try peer.send(.holdFileLock, "\(liaison)/signals/changed")
     try peer.send(.dset, "settings", "launches", "1")  // makes the store, and its counters file
@@ -118,16 +123,24 @@ struct SuspensionTests {
     // The presence's holder leaves while suspended: the watch follows without taking a lock.
     try peer.send(.release, "recording")
     #expect(try !container.presence("recording").isActive)
+    // The store's pools were closed: no lock on its files. The shared database's pool, the
+    // user's, is open: its connections keep the two shared locks of an open connection in WAL
+    // mode, and nothing else, until it is closed.
     let files = try containerInodes(directory.path)
-    let held = try kernelLocks().filter { $0.pid == getpid() && files[$0.inode] != nil }
-    let notSQLite = held.filter { lock in
+    let mine = { try kernelLocks().filter { $0.pid == getpid() && files[$0.inode] != nil } }
+    let held = try mine()
+    let notAnOpenConnection = held.filter { lock in
       let file = files[lock.inode]!
       let openConnection =
-        lock.kind == "POSIX" && !lock.exclusive
+        lock.kind == "POSIX" && !lock.exclusive && file.contains("/.liaison/databases/")
         && (file.hasSuffix(".sqlite") && lock.start == 1_073_741_826 || file.hasSuffix("-shm") && lock.start == 128)
       return !openConnection
     }
-    #expect(notSQLite.isEmpty, "after suspend(): \(notSQLite.map { "\($0) on \(files[$0.inode]!)" })")
+    #expect(
+      notAnOpenConnection.isEmpty, "after suspend(): \(notAnOpenConnection.map { "\($0) on \(files[$0.inode]!)" })")
+    try database.close()
+    let left = try mine()
+    #expect(left.isEmpty, "once the database is closed: \(left.map { "\($0) on \(files[$0.inode]!)" })")
 
     // Resumed, with the other process's locks gone, everything works again.
     try container.resume()
@@ -136,7 +149,16 @@ struct SuspensionTests {
     try peer.send(.dbrelease, "items")
     try signal.post(state: 2)
     #expect(try signal.state == 2)
-    try await database.pool.write { db in try db.execute(sql: "INSERT INTO item DEFAULT VALUES") }
+    // The store opens its pool again at its first access; the database is opened again.
+    let settings = try await container.defaults("settings")
+    #expect(try settings.get(DefaultsKey<Int>("launches")) == 1)
+    try await settings.set(2, for: DefaultsKey<Int>("launches"))
+    #expect(try peer.send(.dget, "settings", "launches") == "2")
+    try await jobs.send("second")
+    #expect(try jobs.peek().count == 2)
+    let reopened = try await container.database("items", migrator: migrator)
+    try await reopened.pool.write { db in try db.execute(sql: "INSERT INTO item DEFAULT VALUES") }
+    await #expect(throws: DatabaseError.self) { try await database.pool.read { _ in } }
   }
   /// GRDB's suspension is process-wide: resuming one container must not let the pools of another,
   /// still suspended, take SQLite's locks again; so pools that observe it stay suspended until

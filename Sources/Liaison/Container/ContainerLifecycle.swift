@@ -84,6 +84,10 @@ final class ContainerLifecycle: Sendable {
 
   var isSuspended: Bool { state.withLock { $0.suspended } }
 
+  /// How many participants take part now (a wait for a lock joins as it begins): what a test
+  /// waits for where it cannot see a wait in the kernel (macOS lists no lock table).
+  var participantCount: Int { state.withLock { $0.members.count } }
+
   /// Adds `participant` unless the container is suspended.
   ///
   /// - Returns: `false` when the container is suspended; the caller gives up what it took.
@@ -334,6 +338,9 @@ package final class SuspensionHandlers: SuspensionParticipant {
   }
 
   deinit { lifecycle.leave(self) }
+
+  /// Stops taking part in the container's suspension, as when released.
+  package func cancel() { lifecycle.leave(self) }
 
   func suspend() { onSuspend() }
   func finishSuspending() { onFinish() }

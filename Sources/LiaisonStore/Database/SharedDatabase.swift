@@ -78,6 +78,37 @@ public final class SharedDatabase: Sendable {
 
   deinit { isOpen.withLock { $0 = false } }
 
+  /// Closes the pool and ends what this value does in the container: it no longer follows other
+  /// processes' commits, nor takes part in ``/Liaison/SharedContainer/suspend()``. Once closed,
+  /// this process holds no lock on the database's files; every access of ``pool`` then throws
+  /// (GRDB's "Connection is closed"). Open it again with
+  /// ``/Liaison/SharedContainer/database(_:migrator:configuration:timeout:)``.
+  ///
+  /// This is how an app makes sure it holds no SQLite lock at all while suspended: an open
+  /// connection in WAL mode keeps two shared locks for as long as it is open, idle or not (see
+  /// *Apple Platforms*). Close it before ``/Liaison/SharedContainer/suspend()``, and open it again
+  /// after ``/Liaison/SharedContainer/resume()``. Accesses in progress are waited for; your
+  /// observations of the pool end with an error, so start them again on the new one. Closing
+  /// twice does nothing.
+  ///
+  /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` when SQLite refuses to close a
+  ///   connection because statements you prepared on it are still alive (release them first).
+  public func close() throws(LiaisonError) {
+    isOpen.withLock { $0 = false }
+    remoteCommits.cancel()
+    writerCloses.cancel()
+    lifecycle.end()
+    do {
+      try pool.close()
+    } catch {
+      throw LiaisonError(
+        .invalidArgument,
+        "The shared database '\(path)' cannot be closed: \(error). SQLite refuses to close a connection while "
+          + "statements prepared on it are alive: release them, then close it again.",
+        path: path, cause: error)
+    }
+  }
+
   /// Opens the database `name`, holding `held`, its opening lock (see ``openingLock(_:in:)``).
   init(
     name: LiaisonName, container: SharedContainer, migrator: DatabaseMigrator, configuration: Configuration,
@@ -188,7 +219,7 @@ public final class SharedDatabase: Sendable {
     // keeps them.
     let suspension = PoolSuspension(observed: configuration.observesSuspensionNotifications)
     lifecycle = DatabaseLifecycle(
-      busyWakeups: busyWakeups,
+      busyWakeups: busyWakeups, suspension: suspension,
       suspensionHandlers: container.registerSuspensionHandlers(
         suspend: {
           doorbell.suspend()
@@ -398,6 +429,9 @@ final class PoolSuspension: Sendable {
 
   deinit { _ = end() }
 
+  /// The database is closed: it stops counting, as when it is released.
+  func leave() { _ = end() }
+
   /// Ends this database's suspension; returns whether no shared database is suspended any more.
   private func end() -> Bool {
     let was = suspended.withLock { suspended -> Bool in
@@ -418,9 +452,19 @@ final class DatabaseLifecycle: Sendable {
   private let busyWakeups: SignalObservation
   private let suspensionHandlers: SuspensionHandlers
 
-  init(busyWakeups: SignalObservation, suspensionHandlers: SuspensionHandlers) {
+  private let suspension: PoolSuspension
+
+  init(busyWakeups: SignalObservation, suspension: PoolSuspension, suspensionHandlers: SuspensionHandlers) {
     self.busyWakeups = busyWakeups
     self.suspensionHandlers = suspensionHandlers
+    self.suspension = suspension
+  }
+
+  /// Ends the database's part in the container: no wake-ups, no part in its suspension.
+  func end() {
+    busyWakeups.cancel()
+    suspensionHandlers.cancel()
+    suspension.leave()
   }
 
   /// Waits until every access of the pool that was running when the suspension began has ended

@@ -15,13 +15,11 @@ import Liaison
 /// database owns the prepared forms (``StoreDatabase/statements``), and checks its file before
 /// each commit itself (``StoreDatabase``).
 ///
-/// A statement is prepared for the connection it first runs on and kept for as long as this
-/// object lives. The store's pools keep their connections for their own life
-/// (`persistentReadOnlyConnections`), and the object that owns this one owns the pool too, so a
-/// connection is never closed, and its address never reused, while its statements are kept; they
-/// are finalized with this object (a pool that is deinitialized closes its connections with
-/// `sqlite3_close_v2`, which waits for them; nothing closes a store's pool explicitly, which
-/// `sqlite3_close` would refuse while they exist). Should GRDB open another writer connection,
+/// A statement is prepared for the connection it first runs on and kept until ``finalizeAll()``.
+/// The store's pools keep their connections open (`persistentReadOnlyConnections`) until a
+/// suspension closes the pool, which first finalizes every statement here, with every access of
+/// the pool excluded (SQLite refuses to close a connection that has statements, and a closed
+/// connection's address may be reused by the next). Should GRDB open another writer connection,
 /// the statements of the previous one are finalized then.
 final class PreparedStatements: @unchecked Sendable {
   /// One statement of a hot path: its SQL, and its place in every connection's table.
@@ -56,6 +54,13 @@ final class PreparedStatements: @unchecked Sendable {
   private let lock = NSLock()
 
   init() {}
+
+  /// Finalizes every statement of every connection. Only while no connection of the pool is in
+  /// use (inside a barrier of the pool), before it closes.
+  func finalizeAll() {
+    writer = nil
+    lock.withLock { readers = [:] }
+  }
 
   /// The table of `db`'s connection.
   private func table(_ db: Database) throws -> (OpaquePointer, Table) {

@@ -12,7 +12,6 @@ import SystemPackage
 /// sleeps 1, 2, 5 … 100 ms between attempts, is never what a writer of Liaison's waits in. (It
 /// stays as a fallback against writers that do not take the lock, such as the `sqlite3` shell.)
 final class StoreDatabase: Sendable {
-  let pool: DatabasePool
   let path: String
   let folder: PrivateFolder
   let generations: GenerationCounters
@@ -21,8 +20,8 @@ final class StoreDatabase: Sendable {
   var isReadOnly: Bool { !generations.isWritable }
   /// Whether each commit is recorded in ``generations`` (``CommitRecord``).
   private let recordsCommits: Bool
-  /// The hot paths' statements, prepared once per connection of ``pool``.
-  let statements = PreparedStatements()
+  /// The hot paths' statements, prepared once per connection of the pool.
+  let statements: PreparedStatements
   /// Checked before each commit: no write into a file that was deleted or replaced.
   private let deletionGuard: DeletedDatabaseGuard
   private let writeLock: ProcessLock
@@ -31,22 +30,20 @@ final class StoreDatabase: Sendable {
   private let suspensionHandlers: SuspensionHandlers
 
   private init(
-    pool: DatabasePool, deletionGuard: DeletedDatabaseGuard, path: String, folder: PrivateFolder,
-    generations: GenerationCounters, recordsCommits: Bool, writeLock: ProcessLock, suspension: StoreSuspension,
+    deletionGuard: DeletedDatabaseGuard, path: String, folder: PrivateFolder, generations: GenerationCounters,
+    recordsCommits: Bool, statements: PreparedStatements, writeLock: ProcessLock, suspension: StoreSuspension,
     container: SharedContainer
   ) {
-    self.pool = pool
     self.deletionGuard = deletionGuard
     self.path = path
     self.folder = folder
     self.generations = generations
     self.recordsCommits = recordsCommits
+    self.statements = statements
     self.writeLock = writeLock
     self.suspension = suspension
     suspensionHandlers = container.registerSuspensionHandlers(
-      suspend: { suspension.suspend(interrupt: pool.interrupt) },
-      finish: suspension.waitUntilIdle,
-      resume: suspension.resume)
+      suspend: suspension.suspend, finish: suspension.finishSuspending, resume: suspension.resume)
   }
 
   private static let registry = Locked<[String: StoreDatabase]>([:])
@@ -198,14 +195,15 @@ final class StoreDatabase: Sendable {
     let path = folder.path(of: name + ".sqlite")
     // Read-only, only a store that is there: its counters file may not be made either.
     if readOnly, try folder.inspectFile(name + ".sqlite") == nil { return nil }
-    let suspension = StoreSuspension(path: path)
+    // Set once the pool is open: the busy handler gives up while the container is suspended.
+    let suspensionOnceOpen = Locked<StoreSuspension?>(nil)
     var configuration = Configuration()
     // Liaison's writers never contend inside SQLite (the process lock serialises them). Writers
     // that skip the lock (the sqlite3 shell) still get waited for, up to 10 s, and each wait
     // is counted: the tests check that Liaison's own writers cause none. A suspended container
     // waits for no lock.
     configuration.busyMode = .callback { attempts in
-      if suspension.isSuspended { return false }
+      if suspensionOnceOpen.withLock({ $0?.isSuspended ?? false }) { return false }
       StoreDatabase.busyWaits.withLock { $0 += 1 }
       usleep(1_000)
       return attempts < 10_000
@@ -245,9 +243,33 @@ final class StoreDatabase: Sendable {
           return true
         })
     else { return nil }
+    let statements = PreparedStatements()
+    // Opened again after a suspension closed it, without the lock: the store is set up, and the
+    // same checks run (its log may have been damaged meanwhile).
+    let suspension = StoreSuspension(
+      path: path, pool: pool,
+      willClose: { pool in try? pool.barrierWriteWithoutTransaction { _ in statements.finalizeAll() } },
+      reopen: { () throws(LiaisonError) -> DatabasePool in
+        guard
+          let (pool, _, _) = try SharedPool.open(
+            name + ".sqlite", in: folder, configuration: configuration, migrator: migrator, guardingCommits: false,
+            holding: nil,
+            check: { sqlitePath in try CommitRecord.check(sqlitePath, counters: generations, path: path) },
+            prepare: { pool in try CommitRecord.begin(pool, counters: generations, holdingTheLock: false) != nil })
+        else {
+          throw LiaisonError(
+            .system,
+            "The store '\(path)' was removed or replaced while the container was suspended, so it is not opened "
+              + "again. Stop every process that uses the container, then open it again.",
+            path: path)
+        }
+        return pool
+      })
+    suspensionOnceOpen.withLock { $0 = suspension }
     return StoreDatabase(
-      pool: pool, deletionGuard: deletionGuard, path: path, folder: folder, generations: generations,
-      recordsCommits: recordsCommits, writeLock: writeLock, suspension: suspension, container: container)
+      deletionGuard: deletionGuard, path: path, folder: folder, generations: generations,
+      recordsCommits: recordsCommits, statements: statements, writeLock: writeLock, suspension: suspension,
+      container: container)
   }
 
   /// Runs `body` in a write transaction, holding the store's process lock, with the counter
@@ -281,7 +303,7 @@ final class StoreDatabase: Sendable {
     slot: Int? = nil, timeout: Duration? = nil, ring: ((_ waiting: Bool) -> Bool)? = nil,
     _ body: (Database) throws -> T
   ) throws(LiaisonError) -> T {
-    try suspension.access { () throws(LiaisonError) -> T in
+    try suspension.access { pool throws(LiaisonError) -> T in
       try checkNotNested()
       let held: LockGuard
       do throws(LiaisonError) {
@@ -289,7 +311,7 @@ final class StoreDatabase: Sendable {
       } catch let error where error.code == .timedOut {
         throw timedOut(timeout)
       }
-      return try writeHolding(held, slot: slot, ring: ring, body)
+      return try writeHolding(held, on: pool, slot: slot, ring: ring, body)
     }
   }
 
@@ -310,9 +332,9 @@ final class StoreDatabase: Sendable {
     } catch let error where error.code == .timedOut {
       throw timedOut(timeout)
     }
-    return try suspension.access { () throws(LiaisonError) -> T in
+    return try suspension.access { pool throws(LiaisonError) -> T in
       try checkNotNested()
-      return try writeHolding(held, slot: slot, ring: ring, body)
+      return try writeHolding(held, on: pool, slot: slot, ring: ring, body)
     }
   }
 
@@ -341,7 +363,8 @@ final class StoreDatabase: Sendable {
   /// after the release instead, waiting: a stuck poster never holds the store's lock too. A write
   /// that rolls back does not ring.
   private func writeHolding<T>(
-    _ held: LockGuard, slot: Int?, ring: ((_ waiting: Bool) -> Bool)?, _ body: (Database) throws -> T
+    _ held: LockGuard, on pool: DatabasePool, slot: Int?, ring: ((_ waiting: Bool) -> Bool)?,
+    _ body: (Database) throws -> T
   ) throws(LiaisonError) -> T {
     var ringsAfterUnlock = false
     defer { if ringsAfterUnlock { _ = ring?(true) } }  // runs after the unlock below
@@ -390,6 +413,10 @@ final class StoreDatabase: Sendable {
     return result.0
   }
 
+  /// Interrupts the statements running on the store's connections, as ``/Liaison/SharedContainer/suspend()``
+  /// does: each fails, and its transaction rolls back.
+  func interrupt() { suspension.interrupt() }
+
   private static let begin = PreparedStatements.Query("BEGIN IMMEDIATE TRANSACTION")
   private static let commit = PreparedStatements.Query("COMMIT TRANSACTION")
 
@@ -399,7 +426,7 @@ final class StoreDatabase: Sendable {
 
   /// Runs `body` in a read transaction; never waits for writers.
   func read<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
-    try suspension.access { () throws(LiaisonError) -> T in
+    try suspension.access { pool throws(LiaisonError) -> T in
       try translatingErrors { try pool.read { db in try Self.withSystemErrno(db) { try body(db) } } }
     }
   }
@@ -408,7 +435,7 @@ final class StoreDatabase: Sendable {
   /// sees one snapshot of the database, so it needs no read transaction (nor GRDB's switch to
   /// read-only mode around it), which halves the cost of a small read.
   func readOneStatement<T>(_ body: (Database) throws -> T) throws(LiaisonError) -> T {
-    try suspension.access { () throws(LiaisonError) -> T in
+    try suspension.access { pool throws(LiaisonError) -> T in
       try translatingErrors { try pool.unsafeRead { db in try Self.withSystemErrno(db) { try body(db) } } }
     }
   }
