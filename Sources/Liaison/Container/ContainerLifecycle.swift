@@ -283,18 +283,20 @@ extension SharedContainer {
   /// - waits for the presence probes in progress; later probes (`isActive`, `holder`, the
   ///   watches of ``Presence/changes()``) take no lock and read the record alone, a claim counting
   ///   while its process exists;
-  /// - in LiaisonStore, ends the store's accesses in progress and refuses new ones, and ends what
-  ///   runs on each shared database's pool (its busy waits give up), waiting for the accesses that
-  ///   were running; later writes of a pool are refused if its configuration observes GRDB's
+  /// - in LiaisonStore, ends the store's accesses in progress and refuses new ones, then closes
+  ///   the store's pools (the first access after ``resume()`` opens them again); ends what runs
+  ///   on each shared database's pool (its busy waits give up), waiting for the accesses that were
+  ///   running; later writes of a pool are refused if its configuration observes GRDB's
   ///   suspension notifications, which this posts;
   /// - refuses new locks, claims and leases with ``LiaisonError/Code/suspended`` until
   ///   ``resume()``.
   ///
   /// When it returns, this process holds and waits for no lock in the container: no `flock`, and
-  /// no SQLite lock but the two that SQLite keeps for as long as a connection in WAL mode is open
-  /// (a shared lock on the database file's lock bytes and one on its `-shm`), which GRDB's
-  /// suspension leaves as well, and the read mark of a shared database's read that starts later:
-  /// GRDB lets reads in WAL mode go on (the *Apple Platforms* article). It does not wait for other
+  /// no SQLite lock, but on a shared database you keep open the two that SQLite keeps for as long
+  /// as a connection in WAL mode is open (a shared lock on the database file's lock bytes and one
+  /// on its `-shm`), which GRDB's suspension leaves as well, and the read mark of such a
+  /// database's read that starts later: GRDB lets reads in WAL mode go on. Close your shared
+  /// databases first (`SharedDatabase.close()`) to hold none (the *Apple Platforms* article). It does not wait for other
   /// processes, only for this one's operations that it interrupts or that were running (a read
   /// of a shared database included), so it returns as soon as they end: at once for a wait. Do not
   /// call it from inside one of them (a defaults transaction's body, a shared database's read or

@@ -44,7 +44,9 @@ import Liaison
 ///   processes that use it.
 /// - ``/Liaison/SharedContainer/suspend()`` ends what runs on the pool: the busy handler gives up,
 ///   the statements running are interrupted (`SQLITE_INTERRUPT`, and their transactions roll
-///   back), and `suspend()` returns once the accesses that were running have ended. To keep your
+///   back), and `suspend()` returns once the accesses that were running have ended. The pool
+///   stays open, with the two shared locks an open connection in WAL mode keeps: to hold none
+///   while suspended, ``close()`` it first and open it again after `resume()`. To keep your
 ///   later writes from locking too, set the configuration's `observesSuspensionNotifications`, as
 ///   GRDB recommends on iOS: `suspend()` then posts GRDB's `Database.suspendNotification` (writes
 ///   fail with `SQLITE_ABORT` until `resume()`; reads in WAL mode go on), and `resume()` its
