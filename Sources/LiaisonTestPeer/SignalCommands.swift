@@ -1,6 +1,7 @@
 // The peer's commands on signals: posts and observations.
 
 import Dispatch
+import Foundation
 import Liaison
 
 @MainActor private var observations: [String: SignalObservation] = [:]
@@ -115,9 +116,23 @@ private func signalResidue(_ signal: Signal) -> String {
   }
   cycle()  // warm up the runtime's lazily started threads
   EventLoopProbe.drain()
+  let opened = openDescriptors()
   let before = (descriptors(), threadsOutsideTheRootQueues())
   for _ in 0..<3 { cycle() }
   let after = (descriptors(atMost: before.0), threadsOutsideTheRootQueues())
   let liaisonThreads = threadNames().filter { $0.hasPrefix("liaison-") }.count
-  return "\(before.0) \(before.1) \(after.0) \(after.1) liaison-threads=\(liaisonThreads)"
+  // What a descriptor left open is, to tell a leak of Liaison's from the runtime's own.
+  let left = openDescriptors().subtracting(opened).sorted().joined(separator: ",")
+  return "\(before.0) \(before.1) \(after.0) \(after.1) liaison-threads=\(liaisonThreads) new=\(left)"
+}
+
+/// This process's open descriptors, each as its number and what it names (Linux: `/proc/self/fd`;
+/// elsewhere, its number alone).
+private func openDescriptors() -> Set<String> {
+  let numbers = (try? FileManager.default.contentsOfDirectory(atPath: "/dev/fd")) ?? []
+  return Set(
+    numbers.map { number in
+      let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + number)
+      return number + "=" + (target ?? "?")
+    })
 }
