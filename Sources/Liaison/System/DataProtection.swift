@@ -1,9 +1,9 @@
 // Data protection on Apple platforms: the class Liaison gives its folders, and the error for an
 // open that the class refuses while the device is locked. Nothing here on Linux.
 
-#if canImport(Darwin) || DarwinModel
-  import SystemPackage
+import SystemPackage
 
+#if canImport(Darwin) || DarwinModel
   #if canImport(Darwin)
     import Darwin
   #else
