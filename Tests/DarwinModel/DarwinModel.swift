@@ -28,14 +28,18 @@
   //   Swift's cooperative pool too), as XNU refuses it to every workqueue thread; the real call
   //   for any other thread.
   // - `O_EVTONLY`: an ordinary read-only open.
+  // - Data protection (`DataProtection.swift`): `fcntl(F_SETPROTECTIONCLASS / F_GETPROTECTIONCLASS)`,
+  //   `getattrlistat(ATTR_CMN_DATA_PROTECT_FLAGS)` and `openat`: a class per file, a new file
+  //   takes its folder's, and a locked device refuses opens of class A and B files with `EPERM`.
   //
   // What it leaves out, so what only a Mac or a device shows: the sandbox (which may keep a vnode
   // event or a notify(3) name from crossing between apps); notify's state words and its
   // `NOTIFY_REUSE` flags; dup'd descriptors and inherited ones (a lock's release is posted at the
   // close of the descriptor that took it, not at the last close of its open file description);
   // unlocks by programs that do not run in the model (`flock(1)`); the order of events across
-  // processes (the model's files add a hop); data protection classes; and what iOS does to a
-  // suspended process (the tests check what Liaison holds instead, in the kernel's lock table).
+  // processes (the model's files add a hop); data protection's keys, and the classes of the files
+  // SQLite makes (DataProtection.swift); and what iOS does to a suspended process (the tests check
+  // what Liaison holds instead, in the kernel's lock table).
 
   import CLiaison
   import Glibc

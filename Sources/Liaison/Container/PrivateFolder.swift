@@ -11,7 +11,9 @@ import SystemPackage
 /// Every file in it is opened relative to that descriptor with `O_NOFOLLOW | O_CLOEXEC`, so a
 /// symbolic link planted in the folder never redirects a read or a write, and the folder keeps
 /// meaning the same directory even if its path is renamed underneath. Folders are created 0700 and
-/// files 0600; a folder or file of ours found with looser modes is tightened.
+/// files 0600; a folder or file of ours found with looser modes is tightened. On Apple platforms a
+/// folder made here gets the data protection class `completeUntilFirstUserAuthentication`, which
+/// the files made in it take.
 ///
 /// In a container this process may not write (a read-only mount, a keyboard extension without
 /// Full Access), nothing is created or tightened, and the checks still run. A folder missing there
@@ -57,9 +59,8 @@ package final class PrivateFolder: Sendable {
     // Made only when missing: in a sandbox that lets this process read and not write, a `mkdir`
     // on a folder that exists is refused (`EPERM`) rather than answered `EEXIST`.
     var existing = stat()
-    if fstatat(parent, name, &existing, AT_SYMLINK_NOFOLLOW) != 0, errno == ENOENT,
-      mkdirat(parent, name, 0o700) != 0, errno != EEXIST
-    {
+    let missing = fstatat(parent, name, &existing, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT
+    if missing, mkdirat(parent, name, 0o700) != 0, errno != EEXIST {
       let error = currentErrno()
       if error == .noSuchFileOrDirectory, let deleted = deletedFolderError(parent, path: parentPath) { throw deleted }
       // Refused (a read-only mount, a sandbox, a folder this user may not write): read as empty.
@@ -93,6 +94,12 @@ package final class PrivateFolder: Sendable {
       Syscall.close(fd)
       throw error
     }
+    #if canImport(Darwin) || DarwinModel
+      // A folder this process made (or found made by another since it looked, which sets it too
+      // before using it) gets the class that an extension can open while the device is locked,
+      // before any file is made in it: its files, SQLite's included, take the folder's class.
+      if missing { ProtectionClass.setUntilFirstUnlock(fd) }
+    #endif
     return PrivateFolder(descriptor: fd, path: path, identity: "\(deviceNumber(info.st_dev)).\(info.st_ino)")
   }
 
@@ -130,7 +137,9 @@ package final class PrivateFolder: Sendable {
   ///
   /// - Returns: the descriptor, or `nil` when the file does not exist and `create` is not set.
   /// - Throws: ``LiaisonError/Code/unsafeFile`` when a symbolic link, a hard link, a folder or
-  ///   another user's file stands at that name.
+  ///   another user's file stands at that name; on Apple platforms,
+  ///   ``LiaisonError/Code/protectedDataUnavailable`` when the file's data protection
+  ///   class refuses it while the device is locked.
   package func openFile(_ name: String, create: Bool, writing: Bool = true) throws(LiaisonError) -> CInt? {
     let filePath = path(of: name)
     if !exists {
@@ -153,6 +162,10 @@ package final class PrivateFolder: Sendable {
     case .failure(let error):
       if error == .noSuchFileOrDirectory, let deleted = Self.deletedFolderError(descriptor, path: path) {
         throw deleted
+      }
+      // On Apple platforms, an `EPERM` may be data protection's, while the device is locked.
+      if let refusal = LiaisonError.protectedDataRefusal(error, opening: name, in: descriptor, path: filePath) {
+        throw refusal
       }
       if (writing || create) && LiaisonError.meansReadOnly(error) {
         if let refusal = readOnlyRefusal(name, error: error, path: filePath) { throw refusal }

@@ -42,6 +42,7 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
       case staleFencingToken = "stale fencing token"
       case cancelled = "cancelled"
       case readOnly = "read-only"
+      case protectedDataUnavailable = "protected data unavailable"
     }
     private let value: Value
     private init(_ value: Value) { self.value = value }
@@ -100,6 +101,14 @@ public struct LiaisonError: Error, Sendable, CustomStringConvertible {
     /// write from a process that may write the container. ``LiaisonError/errno`` says what the
     /// system answered (`EROFS`, `EACCES` or `EPERM`).
     public static let readOnly = Code(.readOnly)
+    /// On Apple platforms, a file could not be opened because its data protection class keeps it
+    /// unreadable while the device is locked (`complete`, say), or could not be made in a folder of
+    /// such a class. Liaison makes its own folders, and so its files, with the class
+    /// `completeUntilFirstUserAuthentication`, which an extension can open while the device is
+    /// locked after its first unlock; the message names the file (made with a stricter class, by an
+    /// earlier version or another program) and says what to do. ``LiaisonError/errno`` is `EPERM`.
+    /// Never on Linux.
+    public static let protectedDataUnavailable = Code(.protectedDataUnavailable)
 
     public var description: String { value.rawValue }
   }

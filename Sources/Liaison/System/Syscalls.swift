@@ -16,6 +16,11 @@ import SystemPackage
   // In the Darwin model, Liaison's `flock` and `close` are the model's (Tests/DarwinModel), which
   // report the releases of locks as XNU does.
   private func flock(_ fd: CInt, _ operation: CInt) -> CInt { DarwinModel.flock(fd, operation) }
+  // And `openat` the model's: a file made takes its folder's protection class, and a file of a
+  // strict class is refused while the model's device is locked.
+  private func openat(_ directory: CInt, _ name: String, _ flags: CInt, _ mode: mode_t) -> CInt {
+    DarwinModel.openat(directory, name, flags, mode)
+  }
 #endif
 
 /// The current thread's `errno`, as an `Errno`.

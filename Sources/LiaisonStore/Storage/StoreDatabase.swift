@@ -511,6 +511,9 @@ final class StoreDatabase: Sendable {
   /// keeps the GRDB error (with SQLite's result code) as its ``/Liaison/LiaisonError/cause``.
   static func translate(_ error: any Error, path: String) -> LiaisonError {
     if let failure = error as? SystemFailure {
+      if let refusal = LiaisonError.protectedDataRefusal(failure.errno, sqliteFile: path, cause: failure.error) {
+        return refusal  // on Apple platforms, a file of a class unreadable while the device is locked
+      }
       // SQLite's message ("disk I/O error"), the system's reason, and what to do about it.
       return LiaisonError(
         .system,
