@@ -84,7 +84,7 @@ public final class SharedDatabase: Sendable {
   /// processes' commits, nor takes part in ``/Liaison/SharedContainer/suspend()``. Once closed,
   /// this process holds no lock on the database's files; every access of ``pool`` then throws
   /// (GRDB's "Connection is closed"). Open it again with
-  /// ``/Liaison/SharedContainer/database(_:migrator:configuration:timeout:)``.
+  /// ``Liaison/SharedContainer/database(_:migrator:configuration:timeout:)-8705m``.
   ///
   /// This is how an app makes sure it holds no SQLite lock at all while suspended: an open
   /// connection in WAL mode keeps two shared locks for as long as it is open, idle or not (see
