@@ -104,6 +104,7 @@ let package = Package(
         .product(name: "GRDB", package: "GRDB.swift"),
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ],
+      exclude: ["README.md"],  // the command's manual
       swiftSettings: strictSettings
     ),
     .executableTarget(
@@ -113,6 +114,7 @@ let package = Package(
         .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
         .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
       ],
+      exclude: ["README.md"],  // what the benchmark measures, and its figures
       swiftSettings: strictSettings
     ),
     // The "other process" that the tests spawn: it holds, waits, claims and crashes on command.

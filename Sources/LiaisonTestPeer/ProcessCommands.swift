@@ -93,11 +93,9 @@ let processCommands: [PeerCommandHandler] = [
   PeerCommandHandler(
     .dieBeforeRing, "→ ok armed (the next commit of defaults or of a database SIGKILLs this process before it rings)"
   ) { _ in
-    StoreTestHooks.beforeRing.withLock {
-      $0 = {
-        kill(getpid(), SIGKILL)
-        while true { pause() }  // another thread may take the signal: this one goes no further
-      }
+    StoreTestHooks.beforeRing.set {
+      kill(getpid(), SIGKILL)
+      while true { pause() }  // another thread may take the signal: this one goes no further
     }
     return "armed"
   },

@@ -166,8 +166,8 @@ struct PresenceReport: Encodable {
 
 /// The line that ends each command's help: the page of the DocC documentation that explains it.
 enum DocsPage {
-  static let command = "Docs: \"The liaison Command\" in the Liaison documentation (the README says where it is)."
-  static let lock = "Docs: ProcessLock, and \"The liaison Command\", in the Liaison documentation."
+  static let command = "Docs: Sources/liaison/README.md in Liaison's repository (\"The liaison Command\")."
+  static let lock = "Docs: ProcessLock in the Liaison documentation, and Sources/liaison/README.md in its repository."
   static let presence = "Docs: Presence in the Liaison documentation."
   static let signal = "Docs: Signal in the Liaison documentation."
   static let defaults = "Docs: SharedDefaults in the LiaisonStore documentation."

@@ -95,12 +95,12 @@ struct DatabaseRelayTests {
       }
     }
     entered.wait()
-    let failuresBefore = SharedDatabase.relayFailures.withLock { $0 }
+    let failuresBefore = SharedDatabase.relayFailures.value
     try writer.send(.dbinsert, "notes", "1")
     #expect(rename(database.path, database.path + ".aside") == 0)
     release.signal()
     try waitUntil("the relay failed twice", timeout: 20) {
-      SharedDatabase.relayFailures.withLock { $0 } >= failuresBefore + 2
+      SharedDatabase.relayFailures.value >= failuresBefore + 2
     }
     #expect(rename(database.path + ".aside", database.path) == 0)
     try waitUntil("the observation sees the row", timeout: 20) { counts.withLock { $0 } == [0, 1] }

@@ -56,7 +56,7 @@ struct StoreEdgeTests {
     do { _ = try container.database("journal", migrator: Self.migrator) }
     let peer = try Peer(container: directory.path)
     try peer.send(.dbexclusive, "journal")
-    let busyBefore = SharedDatabase.listingBusyWaits.withLock { $0 }
+    let busyBefore = SharedDatabase.listingBusyWaits.value
     let listing = Locked<Result<[SharedDatabaseInfo], LiaisonError>?>(nil)
     let thread = Thread {
       let result = Result { () throws(LiaisonError) in try container.sharedDatabases() }
@@ -64,7 +64,7 @@ struct StoreEdgeTests {
     }
     thread.start()
     try waitUntil("the listing waits for the lock, or ends") {
-      SharedDatabase.listingBusyWaits.withLock { $0 } > busyBefore || listing.withLock { $0 } != nil
+      SharedDatabase.listingBusyWaits.value > busyBefore || listing.withLock { $0 } != nil
     }
     try peer.send(.dbrelease, "journal")
     try waitUntil("the listing ends") { listing.withLock { $0 } != nil }

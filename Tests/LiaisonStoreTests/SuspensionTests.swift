@@ -95,7 +95,7 @@ struct SuspensionTests {
         outcomes.withLock { $0[name] = outcome }
       }
     }
-    let busyBefore = SharedDatabase.busyWaits.withLock { $0 }
+    let busyBefore = SharedDatabase.busyWaits.value
     run("post") { try signal.post(state: 1) }
     run("store") { _ = try container.defaults("settings") }
     run("write") { try database.pool.write { db in try db.execute(sql: "INSERT INTO item DEFAULT VALUES") } }
@@ -103,10 +103,10 @@ struct SuspensionTests {
       let waits = try kernelLocks().filter { $0.pid == getpid() && $0.waiting }.map(\.inode)
       let postWaits = waits.contains(try inode(liaison + "/signals/changed"))
       let storeWaits = waits.contains(try inode(liaison + "/store/defaults.generations"))
-      return postWaits && storeWaits && SharedDatabase.busyWaits.withLock({ $0 }) > busyBefore + 1
+      return postWaits && storeWaits && SharedDatabase.busyWaits.value > busyBefore + 1
     }
 
-    let givenUpBefore = SharedDatabase.busyWaitsEndedBySuspension.withLock { $0 }
+    let givenUpBefore = SharedDatabase.busyWaitsEndedBySuspension.value
     // suspend() waits for this process's own operations, never for the other process, which
     // keeps every lock until the end: the post and the store's opening would wait for ever, the
     // write 30 s. What it costs in time is liaison-bench's `suspend.interrupting`.
@@ -117,7 +117,7 @@ struct SuspensionTests {
     #expect(ended["store"] == "suspended")
     #expect(ended["write"]?.contains("SQLite error") == true, "the write ended with \(ended["write"] ?? "")")
     #expect(
-      SharedDatabase.busyWaitsEndedBySuspension.withLock { $0 } > givenUpBefore,
+      SharedDatabase.busyWaitsEndedBySuspension.value > givenUpBefore,
       "the write's wait was not ended by suspend()")
 
     // The presence's holder leaves while suspended: the watch follows without taking a lock.

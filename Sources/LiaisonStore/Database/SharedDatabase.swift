@@ -55,11 +55,11 @@ import Liaison
 ///   is suspended with the container, and resumed only with the last one.
 public final class SharedDatabase: Sendable {
   /// How often relaying other processes' commits failed in this process (each is tried again).
-  package static let relayFailures = Locked(0)
+  package static let relayFailures = TestCounter()
   /// How often SQLite's busy handler of a shared database ran in this process (for tests).
-  package static let busyWaits = Locked(0)
+  package static let busyWaits = TestCounter()
   /// How often that busy handler gave up because the container was suspended (for tests).
-  package static let busyWaitsEndedBySuspension = Locked(0)
+  package static let busyWaitsEndedBySuspension = TestCounter()
 
   /// The database's name.
   public let name: LiaisonName
@@ -126,7 +126,7 @@ public final class SharedDatabase: Sendable {
     self.doorbell = doorbell
     var configuration = configuration
     configuration.busyMode = .callback { attempts in
-      SharedDatabase.busyWaits.withLock { $0 += 1 }
+      SharedDatabase.busyWaits.increment()
       return doorbell.waitForCommit(attempts: attempts)
     }
 
@@ -197,7 +197,7 @@ public final class SharedDatabase: Sendable {
         // Busy for 30 s, or suspended: try again, later each time (at most every 5 s), until the
         // change is relayed; it is never dropped.
         commitRinger.dataVersion.withLock { $0 = nil }
-        SharedDatabase.relayFailures.withLock { $0 += 1 }
+        SharedDatabase.relayFailures.increment()
         let delay = min(100 << min(attempt, 6), 5_000)
         refreshQueue.asyncAfter(deadline: .now() + .milliseconds(delay)) {
           relay(onlyIfChanged: false, attempt: attempt + 1)
@@ -325,7 +325,7 @@ private final class CommitRinger: TransactionObserver, Sendable {
   func databaseDidCommit(_ db: Database) {
     // A relay's empty commit neither rings nor is a write the test hook stops at.
     guard !relaying.withLock({ $0 }) else { return }
-    StoreTestHooks.runBeforeRing()
+    StoreTestHooks.beforeRing.run()
     signal.ring(state: { nil })
   }
   /// A rollback frees SQLite's write lock too: ring, so that other processes' busy waiters retry
@@ -354,7 +354,7 @@ final class CommitDoorbell: Sendable {
   /// attempt has waited 30 s in all.
   func waitForCommit(attempts: Int) -> Bool {
     if suspended.withLock({ $0 }) {  // SQLITE_BUSY: a suspended process waits for no lock
-      SharedDatabase.busyWaitsEndedBySuspension.withLock { $0 += 1 }
+      SharedDatabase.busyWaitsEndedBySuspension.increment()
       return false
     }
     let thread = ObjectIdentifier(Thread.current)
@@ -478,7 +478,7 @@ final class DatabaseLifecycle: Sendable {
 
 extension SharedDatabase {
   /// How often the busy handler of ``Liaison/SharedContainer/sharedDatabases()`` waited in this process.
-  package static let listingBusyWaits = Locked(0)
+  package static let listingBusyWaits = TestCounter()
 
   /// The connection that lists a database: read-only (a listing changes nothing), and waiting
   /// when another connection holds a lock that keeps readers out (a writer in exclusive locking
@@ -489,7 +489,7 @@ extension SharedDatabase {
     configuration.readonly = true
     let doorbell = CommitDoorbell()
     configuration.busyMode = .callback { attempts in
-      listingBusyWaits.withLock { $0 += 1 }
+      listingBusyWaits.increment()
       return doorbell.waitForCommit(attempts: attempts)
     }
     configuration.label = "Liaison.listing"

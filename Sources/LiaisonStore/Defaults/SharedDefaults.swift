@@ -28,7 +28,7 @@ public final class SharedDefaults: Sendable {
 
   /// How often SQLite's busy handler ran in this process (a wait inside SQLite for another
   /// connection): zero while only Liaison writes, which the tests check.
-  package static var sqliteBusyWaits: Int { StoreDatabase.busyWaits.withLock { $0 } }
+  package static var sqliteBusyWaits: Int { StoreDatabase.busyWaits.value }
 
   /// The domain's name.
   public let domain: LiaisonName
@@ -347,7 +347,7 @@ public final class SharedDefaults: Sendable {
   /// released: at once, or, when ``/Liaison/SharedContainer/suspend()`` came between the write and
   /// its ring, at ``/Liaison/SharedContainer/resume()``.
   private func ringAfterCommit(waiting: Bool) -> Bool {
-    if !waiting { StoreTestHooks.runBeforeRing() }  // once: the first attempt does not wait
+    if !waiting { StoreTestHooks.beforeRing.run() }  // once: the first attempt does not wait
     // No signal only in a read-only container, where no write commits.
     return signal?.ring(waiting: waiting, state: { [generations = store.generations, slot] in generations.load(slot) })
       ?? true

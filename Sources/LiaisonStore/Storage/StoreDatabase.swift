@@ -50,7 +50,7 @@ final class StoreDatabase: Sendable {
 
   /// How often SQLite's busy handler has run in this process: a wait inside SQLite for another
   /// connection's lock.
-  static let busyWaits = Locked(0)
+  static let busyWaits = TestCounter()
 
   /// Set (non-nil) on a thread while it is inside ``write(slot:_:)``, to refuse a nested write
   /// (which would wait for its own lock forever) with a clear error: a thread-specific value,
@@ -204,7 +204,7 @@ final class StoreDatabase: Sendable {
     // waits for no lock.
     configuration.busyMode = .callback { attempts in
       if suspensionOnceOpen.withLock({ $0?.isSuspended ?? false }) { return false }
-      StoreDatabase.busyWaits.withLock { $0 += 1 }
+      StoreDatabase.busyWaits.increment()
       usleep(1_000)
       return attempts < 10_000
     }
