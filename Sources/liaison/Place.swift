@@ -96,7 +96,17 @@ struct PlaceOptions: ParsableArguments {
               + "$\(Self.namespaceVariable)).",
             status: ExitStatus.usage)
         }
-        return try await body(place)
+        // Closed before the command exits, whatever happened: its connections, and the tasks
+        // that keep them (a held lock's heartbeat, the listener), end here.
+        let result: Result
+        do {
+          result = try await body(place)
+        } catch {
+          await place.close()
+          throw error
+        }
+        await place.close()
+        return result
       #else
         _ = (url, namespace)
         throw CLIError(
