@@ -46,7 +46,7 @@ package func retryOnInterrupt<T: FixedWidthInteger>(_ body: () -> T) -> T {
 /// which module imported the header first.)
 package func deviceNumber(_ device: dev_t) -> UInt64 { UInt64(truncatingIfNeeded: device) }
 
-enum Syscall {
+package enum Syscall {
   /// `openat(2)` relative to a directory descriptor.
   static func openAt(_ directory: CInt, _ name: String, _ flags: CInt, _ mode: mode_t = 0) -> Result<CInt, Errno> {
     let fd = retryOnInterrupt { openat(directory, name, flags, mode) }
@@ -148,7 +148,7 @@ enum Syscall {
   }
 
   /// Closes `fd`. A failed close of a file Liaison only locked or read loses nothing.
-  static func close(_ fd: CInt) {
+  package static func close(_ fd: CInt) {
     #if canImport(Darwin)
       _ = Darwin.close(fd)
     #elseif DarwinModel

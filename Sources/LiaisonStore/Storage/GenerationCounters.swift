@@ -48,7 +48,7 @@ final class GenerationCounters: @unchecked Sendable {
       var info = stat()
       guard let opened = try folder.openFile(name, create: false, writing: false) else { throw error }
       guard fstat(opened, &info) == 0, info.st_size >= Self.size else {
-        close(opened)
+        Syscall.close(opened)
         throw LiaisonError(
           .readOnly,
           "The counters file '\(path)' is short, and the container is read-only for this process, so it cannot be "
@@ -58,7 +58,7 @@ final class GenerationCounters: @unchecked Sendable {
       fd = opened
       isWritable = false
     }
-    defer { close(fd) }
+    defer { Syscall.close(fd) }
     guard isWritable else {
       guard let mapping = mmap(nil, Self.size, PROT_READ, MAP_SHARED, fd, 0), mapping != MAP_FAILED else {
         throw LiaisonError(.system, "Could not map the counters file '\(path)'.", path: path).withErrno(errno)

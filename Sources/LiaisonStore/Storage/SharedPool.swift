@@ -69,7 +69,7 @@ enum SharedPool {
     }
     // Without the lock, only a database that is there (opening a new one writes its header).
     if held == nil, (database?.st_size ?? 0) == 0 { return nil }
-    if database == nil, let fd = try folder.openFile(file, create: true) { close(fd) }
+    if database == nil, let fd = try folder.openFile(file, create: true) { Syscall.close(fd) }
     do {
       try check(sqlitePath)
       let pool = try DatabasePool(path: sqlitePath, configuration: configuration)
