@@ -241,7 +241,7 @@
     /// Becomes the one receiver of this mailbox, across every host, without waiting: it holds
     /// the mailbox's receive claim (a lock of its own in the namespace) until
     /// ``PostgresMailboxReceiver/close()``, or until its session ends. Or use
-    /// `withReceiver(_:)`, which closes it when its body ends.
+    /// `withReceiver(isolation:_:)`, which closes it when its body ends.
     ///
     /// - Throws: ``/Liaison/LiaisonError/Code/alreadyClaimed`` when another receiver has the
     ///   mailbox; ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.

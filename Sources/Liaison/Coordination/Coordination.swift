@@ -58,7 +58,7 @@ public protocol CoordinationLock: Sendable {
 
 /// A held lock: ``LockGuard``, or `PostgresLockGuard`.
 ///
-/// Release it with ``unlock()``, or hold it for a scope with ``CoordinationLock/withLock(_:timeout:_:)``.
+/// Release it with ``unlock()``, or hold it for a scope with ``CoordinationLock/withLock(_:timeout:isolation:_:)``.
 /// A guard that is dropped while held releases the lock too (so `_ = try await lock.tryLock()`
 /// takes the lock and releases it at once); on PostgreSQL the release is then made in the
 /// background, so await ``unlock()`` where the next step must see the lock free.
@@ -86,6 +86,9 @@ extension CoordinationLock {
   /// Runs `body` holding the lock, and releases it when `body` ends: the one meaning of
   /// `withLock` on every backend.
   ///
+  /// `body` runs in the caller's isolation: called from the main actor, it may read and write the
+  /// main actor's state.
+  ///
   /// If the lock is lost while `body` runs, `body`'s task is cancelled, and once `body` has
   /// ended this throws the loss (``LiaisonError/Code/lost``), whatever `body` returned: work done
   /// after the loss was not done under the lock. A local lock is lost only to
@@ -94,42 +97,34 @@ extension CoordinationLock {
   ///
   /// - Throws: the loss; what `body` throws; or as ``CoordinationLock/lock(_:timeout:)``.
   public func withLock<Result: Sendable>(
-    _ mode: LockMode = .exclusive, timeout: Duration? = nil, _ body: @escaping @Sendable () async throws -> Result
+    _ mode: LockMode = .exclusive, timeout: Duration? = nil, isolation: isolated (any Actor)? = #isolation,
+    _ body: () async throws -> Result
   ) async throws -> Result {
     let held = try await lock(mode, timeout: timeout)
-    let outcome = await withTaskGroup(of: GuardedOutcome<Result>.self) { group in
-      group.addTask {
-        do {
-          return .finished(.success(try await body()))
-        } catch {
-          return .finished(.failure(error))
-        }
+    // `body` runs in a task of the caller's isolation, which a loss cancels, as does cancelling
+    // the caller; both tasks end before this returns, so `body` does not outlive the call.
+    let result = await withoutActuallyEscaping(body) { body in
+      let work = Task {
+        _ = isolation
+        return try await body()
       }
-      group.addTask { .lost(try? await held.waitForLoss()) }
-      var finished: Swift.Result<Result, any Error>?
-      var loss: LiaisonError?
-      while let next = await group.next() {
-        switch next {
-        case .finished(let result):
-          finished = result
-          group.cancelAll()  // ends the wait for a loss
-        case .lost(let lost):
-          guard let lost = lost ?? nil else { continue }  // cancelled once `body` finished
-          loss = lost
-          group.cancelAll()  // cancels `body`
-        }
+      let watch = Task {
+        guard let loss = try? await held.waitForLoss() else { return LiaisonError?.none }
+        work.cancel()
+        return loss
       }
-      if let loss { return Swift.Result<Result, any Error>.failure(loss) }
-      return finished!
+      let result = await withTaskCancellationHandler {
+        await work.result
+      } onCancel: {
+        work.cancel()
+      }
+      watch.cancel()
+      return (result, await watch.value)
     }
     await held.unlock()
-    return try outcome.get()
+    if let loss = result.1 { throw loss }
+    return try result.0.get()
   }
-}
-
-private enum GuardedOutcome<Result: Sendable>: Sendable {
-  case finished(Swift.Result<Result, any Error>)
-  case lost(LiaisonError??)
 }
 
 /// A presence: "is it running?", answered by a claim its holder keeps while it runs.
@@ -156,11 +151,12 @@ public protocol CoordinationPresence: Sendable {
 
 extension CoordinationPresence {
   /// Runs `body` holding a claim on the presence, and releases it when `body` ends (whether it
-  /// returns or throws).
+  /// returns or throws). `body` runs in the caller's isolation: called from the main actor, it
+  /// may read and write the main actor's state.
   ///
   /// - Throws: as ``CoordinationPresence/claim(info:)``; what `body` throws.
   public func withClaim<Result>(
-    info: String? = nil, _ body: (Claim) async throws -> Result
+    info: String? = nil, isolation: isolated (any Actor)? = #isolation, _ body: (Claim) async throws -> Result
   ) async throws -> Result {
     let claim = try await claim(info: info)
     do {
@@ -177,7 +173,7 @@ extension CoordinationPresence {
 /// A held claim on a presence: ``PresenceClaim``, or `PostgresPresenceClaim`.
 ///
 /// Release it with ``release()``, or hold it for a scope with
-/// ``CoordinationPresence/withClaim(info:_:)``. A claim that is dropped while held is released
+/// ``CoordinationPresence/withClaim(info:isolation:_:)``. A claim that is dropped while held is released
 /// too; on PostgreSQL the release is then made in the background.
 public protocol HeldClaim: Sendable {
   /// Whether the claim is held: `false` once released or lost.

@@ -146,7 +146,7 @@ public protocol CoordinationMailbox: Sendable {
   /// Puts quarantined messages (those with `ids`; `nil`: all) back in the queue; returns how many.
   func requeueQuarantined(ids: [String]?, timeout: Duration?) async throws(LiaisonError) -> Int
   /// Becomes the mailbox's one receiver, without waiting. End it with
-  /// ``CoordinationReceiver/close()``, or use ``withReceiver(_:)``.
+  /// ``CoordinationReceiver/close()``, or use ``withReceiver(isolation:_:)``.
   ///
   /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when another receiver has the mailbox.
   func receiver() async throws(LiaisonError) -> Receiver
@@ -161,10 +161,14 @@ public protocol CoordinationMailbox: Sendable {
 
 extension CoordinationMailbox {
   /// Runs `body` as the mailbox's receiver, and closes the receiver when `body` ends (whether it
-  /// returns or throws): messages it did not acknowledge go to the next receiver.
+  /// returns or throws): messages it did not acknowledge go to the next receiver. `body` runs in
+  /// the caller's isolation: called from the main actor, it may read and write the main actor's
+  /// state.
   ///
   /// - Throws: as ``CoordinationMailbox/receiver()``; what `body` throws.
-  public func withReceiver<Result>(_ body: (Receiver) async throws -> Result) async throws -> Result {
+  public func withReceiver<Result>(
+    isolation: isolated (any Actor)? = #isolation, _ body: (Receiver) async throws -> Result
+  ) async throws -> Result {
     let receiver = try await receiver()
     do {
       let result = try await body(receiver)
