@@ -143,7 +143,7 @@ let package = Package(
     // (none of them a product; .ci/check-products checks that no product reaches it).
     .target(
       name: "LiaisonTestSupport",
-      dependencies: ["ChildProcesses", "KernelLockTable", "CLiaison"],
+      dependencies: ["ChildProcesses", "KernelLockTable", "CLiaison", "Liaison"],
       path: "Tests/LiaisonTestSupport",
       swiftSettings: strictSettings
     ),

@@ -137,6 +137,8 @@
     private static func connectWithin(
       _ timeoutSeconds: Int, _ fd: CInt, _ address: UnsafePointer<sockaddr>, _ length: socklen_t
     ) -> Errno? {
+      // The real clock, not the container's: it bounds a connect that the kernel carries out
+      // (and a poll that the kernel times out), not a decision of Liaison's.
       let deadline = ContinuousClock.now + .seconds(timeoutSeconds)
       while true {
         #if canImport(Darwin)

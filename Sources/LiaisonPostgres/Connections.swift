@@ -24,6 +24,12 @@
       "client_connection_check_interval",
     ]
     let timing: DetectionTiming
+    /// The clock of every timed decision of the container's (trust windows, heartbeats, turns,
+    /// deadlines): the system's, unless a test gives a manual one.
+    let clock: LiaisonClock
+    /// The turns of this process's tasks that wait for the same lock of the container's
+    /// (``WaitingTurns``), on ``clock``.
+    let lockTurns: WaitingTurns
     /// The logger of postgres-nio's connections and of the failures of background work.
     let logger: Logger
     /// How many idle connections are kept for reuse at most.
@@ -80,7 +86,7 @@
 
     init(
       targets: ConnectionTargets, timing: DetectionTiming, logger: Logger, maximumIdle: Int,
-      eventLoopGroup: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup
+      eventLoopGroup: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup, clock: LiaisonClock = .system
     ) {
       self.eventLoopGroup = eventLoopGroup
       var targets = targets
@@ -105,6 +111,8 @@
       }
       self.targets = targets
       self.timing = timing
+      self.clock = clock
+      lockTurns = WaitingTurns(clock: clock)
       self.logger = logger
       self.maximumIdle = maximumIdle
     }
@@ -141,7 +149,7 @@
     /// each server gets an equal share of the time left, at most its connect timeout: a first
     /// server that does not answer (its address dropped after a failover) leaves time for the
     /// next. Past the deadline, no further server is tried.
-    func connect(before deadline: ContinuousClock.Instant? = nil) async throws(LiaisonError) -> PostgresConnection {
+    func connect(before deadline: LiaisonClock.Instant? = nil) async throws(LiaisonError) -> PostgresConnection {
       let connection = try await connectToATarget(before: deadline)
       guard !holdsAreLeases else { return connection }
       do {
@@ -176,7 +184,7 @@
       sessions.withLock { $0[ObjectIdentifier(connection)] }.map { "pg_backend_pid() = \($0)" } ?? "true"
     }
 
-    private func connectToATarget(before deadline: ContinuousClock.Instant?) async throws(LiaisonError)
+    private func connectToATarget(before deadline: LiaisonClock.Instant?) async throws(LiaisonError)
       -> PostgresConnection
     {
       try checkOpen()
@@ -193,7 +201,7 @@
         let connection: PostgresConnection
         var timeout = connectTimeoutSeconds
         if let deadline {
-          let share = (deadline - .now) / (targets.targets.count - index)
+          let share = (deadline - clock.now) / (targets.targets.count - index)
           guard share > .zero else {
             failures.append((target, "not tried: the time to connect had run out"))
             continue
@@ -408,7 +416,7 @@
     }
 
     /// An idle connection, or a new one.
-    func take(before deadline: ContinuousClock.Instant? = nil) async throws(LiaisonError) -> PostgresConnection {
+    func take(before deadline: LiaisonClock.Instant? = nil) async throws(LiaisonError) -> PostgresConnection {
       try checkOpen()
       while let connection = idle.withLock({ $0.popLast() }) {
         if !connection.isClosed { return connection }
@@ -475,7 +483,7 @@
     /// ``connect(before:)``).
     func query(
       _ query: PostgresQuery, doing what: String, committing: Bool = false,
-      before deadline: ContinuousClock.Instant? = nil
+      before deadline: LiaisonClock.Instant? = nil
     ) async throws(LiaisonError) -> [PostgresRow] {
       let connection = try await take(before: deadline)
       do {

@@ -24,7 +24,7 @@
     private struct State: Sendable {
       var held = true
       /// Until when the holder may rely on its lease (see ``DetectionTiming/leaseTrusted``).
-      var trustedUntil: ContinuousClock.Instant
+      var trustedUntil: LiaisonClock.Instant
       var monitor: Task<Void, Never>?
       /// Whether a renewal is under way (at most one at a time).
       var renewing = false
@@ -40,7 +40,7 @@
     private let state: Locked<State>
 
     /// A lease just taken by `holder` with a statement sent at `sent`.
-    init(kind: Kind, holder: String, sent: ContinuousClock.Instant, connector: Connector, what: String) {
+    init(kind: Kind, holder: String, sent: LiaisonClock.Instant, connector: Connector, what: String) {
       self.kind = kind
       self.holder = holder
       self.connector = connector
@@ -51,9 +51,9 @@
       // so that the loss is told on time whatever it waits for.
       let monitor = connector.background.start { [weak self] in
         while !Task.isCancelled {
-          guard let wait = self?.untilNextCheck() else { return }
+          guard let wait = self?.untilNextCheck(), let clock = self?.connector.clock else { return }
           do {
-            try await Task.sleep(for: wait)
+            try await clock.sleep(for: wait)
           } catch {
             break
           }
@@ -98,7 +98,7 @@
 
     /// Ends the lease as lost if its trust has run out while it was held.
     private func endIfUntrusted() {
-      guard state.withLock({ $0.held && $0.trustedUntil <= .now }) else { return }
+      guard state.withLock({ $0.held && $0.trustedUntil <= connector.clock.now }) else { return }
       lose(Self.untrusted)
     }
 
@@ -175,7 +175,7 @@
     private func untilNextCheck() -> Duration? {
       state.withLock { state -> Duration? in
         guard state.held else { return nil }
-        let left = state.trustedUntil - .now
+        let left = state.trustedUntil - connector.clock.now
         return max(.zero, min(connector.timing.heartbeatInterval, left))
       }
     }
@@ -186,7 +186,7 @@
       enum Next { case ended, lost, renew, wait }
       let next = state.withLock { state -> Next in
         guard state.held else { return .ended }
-        if state.trustedUntil <= .now { return .lost }
+        if state.trustedUntil <= connector.clock.now { return .lost }
         if state.renewing { return .wait }
         state.renewing = true
         return .renew
@@ -211,7 +211,7 @@
     private func renew() async {
       defer { state.withLock { $0.renewing = false } }
       guard isHeld else { return }
-      let sent = ContinuousClock.now
+      let sent = connector.clock.now
       do {
         // A new connection, if one is needed, while the lease is still trusted: a first server
         // that does not answer leaves time for the next.
@@ -278,9 +278,9 @@
     static func take(
       _ kind: Kind, connector: Connector, doing what: String, committing: Bool,
       statement: (String) -> PostgresQuery
-    ) async throws(LiaisonError) -> (holder: String, sent: ContinuousClock.Instant, row: PostgresRow)? {
+    ) async throws(LiaisonError) -> (holder: String, sent: LiaisonClock.Instant, row: PostgresRow)? {
       let holder = UUID().uuidString
-      let sent = ContinuousClock.now
+      let sent = connector.clock.now
       let rows: [PostgresRow]
       do {
         rows = try await connector.query(statement(holder), doing: what, committing: committing)
@@ -289,7 +289,7 @@
         throw error
       }
       guard let row = rows.first else { return nil }
-      let took = ContinuousClock.now - sent
+      let took = connector.clock.now - sent
       guard took < connector.timing.leaseTrusted else {
         releaseInBackground(kind, holder: holder, connector: connector)
         throw LiaisonError(

@@ -40,7 +40,7 @@
       let monitor = connector.background.start { [weak self] in
         while !Task.isCancelled {
           do {
-            try await Task.sleep(for: interval)
+            try await connector.clock.sleep(for: interval)
           } catch {
             return
           }

@@ -139,7 +139,7 @@
     private func poll() async {
       while !Task.isCancelled {
         do {
-          try await Task.sleep(for: Self.pollInterval)
+          try await connector.clock.sleep(for: Self.pollInterval)
         } catch {
           return
         }
@@ -162,7 +162,7 @@
           // when the connection closes, even if postgres-nio never answers (`Statements`).
           let started = Locked(false)
           let watchdog = Task { [connector] in
-            try? await Task.sleep(for: connector.timing.replyTimeout)
+            try? await connector.clock.sleep(for: connector.timing.replyTimeout)
             if !started.withLock({ $0 }) { connector.close(connection) }
           }
           defer { watchdog.cancel() }
@@ -186,7 +186,7 @@
         }
         state.withLock { $0.listening = false }
         do {
-          try await Task.sleep(for: pause.withLock { $0 })
+          try await connector.clock.sleep(for: pause.withLock { $0 })
         } catch {
           return
         }

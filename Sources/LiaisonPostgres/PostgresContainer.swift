@@ -46,7 +46,7 @@
     /// subscription are the container's (see ``defaults(_:)``).
     let defaultsHandles = Locked<[LiaisonName: WeakDefaults]>([:])
     /// The turns of this process's tasks that wait for the same lock (``WaitingTurns``).
-    let lockTurns = WaitingTurns()
+    var lockTurns: WaitingTurns { connector.lockTurns }
 
     struct WeakDefaults: @unchecked Sendable {
       weak var defaults: PostgresDefaults?

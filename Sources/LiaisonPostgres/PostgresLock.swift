@@ -102,7 +102,7 @@
         if let held = try await tryLock(mode) { return held }
         throw timedOut(timeout)
       }
-      let deadline = timeout.map { ContinuousClock.now + $0 }
+      let deadline = timeout.map { container.connector.clock.now + $0 }
       let turns = container.lockTurns
       let waitedForTurn: Bool
       do {
@@ -120,7 +120,7 @@
       // What is left of the timeout after a wait for the turn (the whole timeout when the turn
       // was free: the time this process took to get here is not waiting); lock_timeout bounds
       // the wait on the server with it (0 waits as long as it takes).
-      let left = waitedForTurn ? deadline.map { $0 - ContinuousClock.now } : timeout
+      let left = waitedForTurn ? deadline.map { $0 - container.connector.clock.now } : timeout
       if let left, left <= .zero { throw timedOut(timeout) }
       let milliseconds = left.map { max(1, Int(clamping: $0.clampedNanoseconds / 1_000_000)) } ?? 0
       let id = try await resolveID()
@@ -171,16 +171,17 @@
     /// Takes the lock once it is free, trying every ``Listener/pollInterval`` until `deadline`:
     /// the wait of a lease (nothing on the server can be waited on through a pooler in
     /// transaction mode), and of a session that finds a lease holding the lock.
-    private func waitForLease(_ mode: LockMode, until deadline: ContinuousClock.Instant?, timeout: Duration?)
+    private func waitForLease(_ mode: LockMode, until deadline: LiaisonClock.Instant?, timeout: Duration?)
       async throws(LiaisonError) -> PostgresLockGuard
     {
       while true {
         if let held = try await tryLock(mode) { return held }
         if Task.isCancelled { throw .cancelled("waiting for the lock '\(name)'") }
-        let pause = deadline.map { min(Listener.pollInterval, $0 - .now) } ?? Listener.pollInterval
+        let clock = container.connector.clock
+        let pause = deadline.map { min(Listener.pollInterval, $0 - clock.now) } ?? Listener.pollInterval
         guard pause > .zero else { throw timedOut(timeout) }
         do {
-          try await Task.sleep(for: pause)
+          try await clock.sleep(for: pause)
         } catch {
           throw .cancelled("waiting for the lock '\(name)'")
         }

@@ -211,7 +211,7 @@
 
     /// Wakes the observer after a ``Listener/pollInterval``: the watch of a lease's end.
     private func lookAgainSoon(then poke: AsyncStream<Void>.Continuation, watching: Locked<Bool>) async {
-      try? await Task.sleep(for: Listener.pollInterval)
+      try? await container.connector.clock.sleep(for: Listener.pollInterval)
       watching.withLock { $0 = false }
       poke.yield()
     }
@@ -225,7 +225,7 @@
       }
       let connector = container.connector
       guard let id = try? await resolveID(), let connection = try? await connector.take() else {
-        try? await Task.sleep(for: .milliseconds(200))
+        try? await container.connector.clock.sleep(for: .milliseconds(200))
         return
       }
       do {
@@ -243,7 +243,7 @@
         if Task.isCancelled { connector.close(connection) } else { connector.giveBack(connection) }
       } catch {
         connector.close(connection)
-        try? await Task.sleep(for: .milliseconds(200))
+        try? await container.connector.clock.sleep(for: .milliseconds(200))
       }
     }
 

@@ -26,6 +26,10 @@
     }
 
     private let state = Locked(State())
+    /// The clock of the waits' deadlines (a manual one in the tests).
+    private let clock: LiaisonClock
+
+    init(clock: LiaisonClock = .system) { self.clock = clock }
 
     /// Why a wait for a turn ended without it.
     enum Ending: Error {
@@ -39,7 +43,7 @@
     /// - Throws: ``Ending/timedOut`` at the deadline, ``Ending/cancelled`` when the task is
     ///   cancelled; the turn is not taken then.
     @discardableResult
-    func take(_ key: LiaisonName, until deadline: ContinuousClock.Instant?) async throws(Ending) -> Bool {
+    func take(_ key: LiaisonName, until deadline: LiaisonClock.Instant?) async throws(Ending) -> Bool {
       var waited = false
       let id = state.withLock { state -> Int in
         state.nextID += 1
@@ -66,8 +70,8 @@
             // Queued first, so that a timer that fires at once (a deadline already passed) finds
             // the waiter to end.
             if let deadline {
-              let timer = Task { [weak self] in
-                guard (try? await Task.sleep(until: deadline)) != nil else { return }
+              let timer = Task { [weak self, clock] in
+                guard (try? await clock.sleep(until: deadline)) != nil else { return }
                 self?.end(id, of: key, with: .timedOut)
               }
               let queued = state.withLock { state -> Bool in

@@ -78,6 +78,43 @@
       #expect(updates <= 250, "\(updates) main-actor updates for 1,000 writes")
     }
 
+    /// A model's rest between updates, on a manual clock: what is written while it rests comes as
+    /// one update when the rest ends, not before. No sleep: the real-time coalescing of a burst
+    /// from another process is ``aBurstOfWritesCoalesces(_:)``.
+    @Test(.enabled(if: modelsExist))
+    @MainActor func writesDuringARestComeAsOneUpdateAfterIt() async throws {
+      guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else { return }
+      let manual = ManualClock()
+      let directory = TemporaryDirectory()
+      let container = try SharedContainer(directory: directory.path, clock: manual.clock)
+      let defaults = try await container.defaults("burst")
+      let key = DefaultsKey<Int>("counter")
+      var counter: ObservedValue<SharedDefaults, Int>? = try await ObservedValue(
+        key, in: defaults, updateInterval: .seconds(1))
+
+      // The first change after a quiet moment shows at once; then the model rests.
+      try await defaults.set(1, for: key)
+      try await until("the first write shows", observing: { counter?.value }, satisfies: { $0 == 1 })
+      await manual.waitForSleepers(1)
+      let shown = try #require(counter?.updateCount)
+
+      // A burst during the rest: nothing shows until the rest ends, then the last write, once.
+      for value in 2...100 { try await defaults.set(value, for: key) }
+      await Task.yield()
+      #expect(counter?.value == 1)
+      #expect(counter?.updateCount == shown)
+      manual.advance(by: .seconds(1) - .nanoseconds(1))
+      #expect(counter?.updateCount == shown)
+      manual.advance(by: .nanoseconds(1))
+      try await until("the last write shows", observing: { counter?.value }, satisfies: { $0 == 100 })
+      #expect(counter?.updateCount == shown + 1)
+
+      // Released while it rests (the manual clock stands still): its task ends all the same.
+      counter = nil
+      try await poll("no model task runs") { @Sendable in ModelFollowing.runningCount == 0 }
+      withExtendedLifetime(directory) {}
+    }
+
     /// A presence model follows a claim in another process, and its holder's SIGKILL.
     @Test(
       .enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), .enabled(if: modelsExist),

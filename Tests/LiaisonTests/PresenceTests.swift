@@ -65,9 +65,9 @@ struct PresenceTests {
     #expect(try sync.holder?.kind == .lease)
     #expect(try sync.holder?.processID == holder.pid)
 
-    // Renewed by its heartbeat: three renewals, each written before the expiry it replaces (a
-    // renewal at time t records the expiry t + the lease), and active at every look meanwhile.
-    let lease = UInt64(leaseMilliseconds * 1_000_000)
+    // Renewed by its heartbeat: three renewals, and active at every look meanwhile. When each
+    // renewal comes (every third of the lease, each for a whole lease) is checked on a manual
+    // clock, in LeaseClockTests: here, in real time across processes, no duration is bounded.
     var expiries = [try #require(try sync.holder?.leaseExpiry)]
     var inactiveSeen = 0
     try waitUntil("the lease was renewed three times") {
@@ -80,9 +80,6 @@ struct PresenceTests {
       return expiries.count > 3
     }
     #expect(inactiveSeen == 0)
-    for (expiry, renewal) in zip(expiries, expiries.dropFirst()) {
-      #expect(renewal - lease < expiry, "a renewal came after the lease had lapsed: \(expiries)")
-    }
 
     // Stopped (as iOS suspends a process): no renewal, so the lease lapses after its time. Not in
     // the middle of a renewal, which holds the presence's lock for a moment (a process stopped
@@ -99,11 +96,9 @@ struct PresenceTests {
       }
       holder.child.kill(SIGCONT)
     }
-    // Renewed every third of the lease, so about two thirds of it remained when stopped: at least
-    // one third unless a renewal ran a whole third late; never more than the whole lease.
+    // Never more than the whole lease left (how much, on a manual clock: LeaseClockTests).
     let stopped = try #require(try sync.holder)
     let remaining = try #require(stopped.leaseRemaining)
-    #expect(remaining > .milliseconds(leaseMilliseconds / 3), "\(remaining) of the lease left at the stop")
     #expect(remaining <= .milliseconds(leaseMilliseconds), "\(remaining) of the lease left at the stop")
     #expect(try sync.isActive)
     // It lapses when that expiry passes, not before.

@@ -43,6 +43,9 @@ public final class SharedContainer: Sendable {
   package let makeEncoder: @Sendable () -> JSONEncoder
   /// Makes the `JSONDecoder` that they are read with.
   package let makeDecoder: @Sendable () -> JSONDecoder
+  /// The clock of this container's timed decisions (its leases' expiries and renewals, its
+  /// models' rests): the system's, unless a test gives a manual one.
+  package let clock: LiaisonClock
 
   /// Opens the container at `directory`; creates the directory (0700, with any missing parents)
   /// only when `createIfMissing` says so.
@@ -66,10 +69,21 @@ public final class SharedContainer: Sendable {
   ///   `createIfMissing` is `false`), is a file, or is on a network or user-space file system
   ///   (NFS, SMB, FUSE…), where file locks do not hold; ``LiaisonError`` when the directory cannot be
   ///   created or opened, or when `.liaison` inside it is not a folder of this user's.
-  public init(
+  public convenience init(
     directory: String, createIfMissing: Bool = false,
     encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
     decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+  ) throws(LiaisonError) {
+    try self.init(
+      directory: directory, createIfMissing: createIfMissing, encoder: encoder, decoder: decoder, clock: .system)
+  }
+
+  /// Opens the container at `directory`, with `clock` for its timed decisions (a manual clock in
+  /// the tests).
+  package init(
+    directory: String, createIfMissing: Bool = false,
+    encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
+    decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }, clock: LiaisonClock
   ) throws(LiaisonError) {
     guard !directory.isEmpty else {
       throw LiaisonError(.invalidArgument, "The container directory is empty; give the path of a folder.")
@@ -78,6 +92,7 @@ public final class SharedContainer: Sendable {
       throw LiaisonError(.invalidArgument, "The container directory contains a NUL byte; give the path of a folder.")
     }
     self.directory = directory
+    self.clock = clock
     makeEncoder = encoder
     makeDecoder = decoder
     if createIfMissing { try Self.makeDirectories(directory) }

@@ -170,6 +170,8 @@ public final class ProcessLock: Sendable {
   }
 
   /// Interrupts `wait` with ``InterruptibleWait/Reason/timedOut`` once `timeout` has passed.
+  /// A Dispatch timer on the system's clock, not the container's: it interrupts a thread blocked
+  /// in the kernel (`flock`), which no manual clock could wake.
   private static func deadline(_ timeout: Duration?, for wait: InterruptibleWait) -> DispatchWorkItem? {
     timeout.map { timeout in
       let item = DispatchWorkItem { wait.interrupt(.timedOut) }

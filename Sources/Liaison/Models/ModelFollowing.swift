@@ -22,8 +22,14 @@ package final class ModelFollowing: Sendable {
 
   /// Waits `interval` after an update, so that what changes meanwhile comes as one update (the
   /// part's sequence keeps only the newest news); returns at once when the task is cancelled.
-  static func rest(_ interval: Duration) async {
-    if interval > .zero { try? await Task.sleep(for: interval) }
+  static func rest(_ interval: Duration, on clock: LiaisonClock) async {
+    if interval > .zero { try? await clock.sleep(for: interval) }
+  }
+
+  /// The clock of `part`'s place (a manual one in the tests), or the system's for a part that
+  /// names none.
+  static func clock(of part: Any) -> LiaisonClock {
+    (part as? any ClockedPart)?.clock ?? .system
   }
 
   /// Ends the task now.
@@ -41,4 +47,11 @@ extension LiaisonError {
     if let error = error as? LiaisonError { return error }
     return LiaisonError(.unavailable, "Could not \(what): \(error).", cause: error)
   }
+}
+
+/// A part whose place has a clock of its own (``LiaisonClock``): the models that follow it rest
+/// on that clock between updates.
+package protocol ClockedPart {
+  /// The clock of the part's place.
+  var clock: LiaisonClock { get }
 }

@@ -66,6 +66,7 @@ public final class ObservedInbox<Mailbox: CoordinationMailbox, Payload: Decodabl
       throw error
     }
     let limit = max(1, batchSize)
+    let clock = ModelFollowing.clock(of: mailbox)
     following.start { [weak self] in
       while !Task.isCancelled {
         let batch: [MailboxEnvelope<Payload>]
@@ -77,9 +78,9 @@ public final class ObservedInbox<Mailbox: CoordinationMailbox, Payload: Decodabl
           break
         }
         let waiting = try? await mailbox.count()
-        guard let model = self else { break }
-        await model.show(batch, waiting: waiting)
-        await ModelFollowing.rest(updateInterval)
+        // Through the weak reference: the rest below must not keep a released model alive.
+        if await self?.show(batch, waiting: waiting) == nil { break }
+        await ModelFollowing.rest(updateInterval, on: clock)
       }
       // Released, closed or failed: the messages not acknowledged go to the next receiver.
       await receiver.close()

@@ -45,12 +45,13 @@ public final class ObservedPresence<Presence: CoordinationPresence> {
     // Watching first, then reading: a change after the read is never missed.
     let changes = try await presence.changes()
     holder = try await presence.holder
+    let clock = ModelFollowing.clock(of: presence)
     following.start { [weak self] in
       do {
         for try await change in changes {
-          guard let self else { return }
-          await self.show(change)
-          await ModelFollowing.rest(updateInterval)
+          // Through the weak reference: the rest below must not keep a released model alive.
+          if await self?.show(change) == nil { return }
+          await ModelFollowing.rest(updateInterval, on: clock)
         }
       } catch {
         await self?.fail(.from(error, doing: "follow the presence '\(presence.name)'"))

@@ -50,12 +50,13 @@ public final class ObservedSignal<Signal: CoordinationSignal> {
     let notifications = try await signal.notifications(ignoringOwnPosts: false)
     sequence = try await signal.sequence
     state = try await signal.state
+    let clock = ModelFollowing.clock(of: signal)
     following.start { [weak self] in
       do {
         for try await notification in notifications {
-          guard let self else { return }
-          await self.show(notification, at: Date())
-          await ModelFollowing.rest(updateInterval)
+          // Through the weak reference: the rest below must not keep a released model alive.
+          if await self?.show(notification, at: Date()) == nil { return }
+          await ModelFollowing.rest(updateInterval, on: clock)
         }
       } catch {
         await self?.fail(.from(error, doing: "follow the signal '\(signal.name)'"))

@@ -58,6 +58,7 @@ public final class ObservedValue<Defaults: CoordinationDefaults, Value: Codable 
     // Watching first, then reading: a write after the read is never missed.
     let changes = try await defaults.changes()
     value = try await defaults.get(key)
+    let clock = ModelFollowing.clock(of: defaults)
     following.start { [weak self] in
       do {
         for try await _ in changes {
@@ -67,9 +68,9 @@ public final class ObservedValue<Defaults: CoordinationDefaults, Value: Codable 
           } catch {
             read = .failure(error)
           }
-          guard let self else { return }
-          await self.show(read)
-          await ModelFollowing.rest(updateInterval)
+          // Through the weak reference: the rest below must not keep a released model alive.
+          if await self?.show(read) == nil { return }
+          await ModelFollowing.rest(updateInterval, on: clock)
         }
       } catch {
         await self?.show(.failure(.from(error, doing: "follow the domain '\(defaults.domain)'")))

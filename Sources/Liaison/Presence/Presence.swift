@@ -165,7 +165,7 @@ public final class Presence: Sendable {
     let claim: PresenceHolder?
     switch record {
     case .holder(let lease) where lease.kind == .lease:
-      let live = lease.isLiveLease(now: SystemClock.bootNanoseconds())
+      let live = lease.isLiveLease(now: container.clock.now.nanoseconds)
       return Look(probe: .known(live ? lease : nil), heldExclusively: false)
     case .holder(let recorded):
       claim = recorded
@@ -302,7 +302,9 @@ public final class Presence: Sendable {
   // MARK: - Shared machinery for claims, leases and probes
 
   /// How long a reader waits out a record being written, or a brief exclusive holder, before it
-  /// concludes.
+  /// concludes. Measured on the boot clock, not the container's: it bounds a spin on what
+  /// another process does in real time (a manual clock, which does not move meanwhile, would
+  /// spin for ever).
   static let settleTime: UInt64 = 100_000_000
 
   /// Opens the presence file for a claim or a lease, creating it.
@@ -420,4 +422,9 @@ extension SharedContainer {
   package func presenceNames() throws(LiaisonError) -> [LiaisonName] {
     try presenceFolder.names()
   }
+}
+
+extension Presence: ClockedPart {
+  /// The container's clock.
+  package var clock: LiaisonClock { container.clock }
 }

@@ -87,7 +87,7 @@ public final class PresenceClaim: Sendable {
         } catch let error where error.code == .claimInProgress {
           throw LiaisonError(.alreadyClaimed, error.message, path: error.path)  // held: by a claim being made
         }
-        if case .holder(let holder) = found, holder.isLiveLease(now: SystemClock.bootNanoseconds()) {
+        if case .holder(let holder) = found, holder.isLiveLease(now: presence.container.clock.now.nanoseconds) {
           throw presence.alreadyClaimed(by: holder)
         }
         #if os(Linux) && !DarwinModel

@@ -20,13 +20,12 @@ import Dispatch
 /// ``SharedContainer/resume()``, which renews at once: a suspended process takes no lock for its
 /// leases, which may lapse meanwhile.
 public final class PresenceLease: Sendable {
-  /// Unchecked for the heartbeat's timer alone (`DispatchSourceTimer` is a protocol that declares
-  /// no `Sendable`): it is made, resumed and cancelled only under `state`'s lock.
-  private struct State: @unchecked Sendable {
+  private struct State: Sendable {
     var descriptor: CInt?
     var held = false
     var expiry: UInt64 = 0
-    var heartbeat: DispatchSourceTimer?
+    /// The heartbeat's timer, on the container's clock (a strict Dispatch timer on the system's).
+    var heartbeat: (any LiaisonClockTimer)?
     var suspended = false
   }
 
@@ -37,6 +36,7 @@ public final class PresenceLease: Sendable {
   private let token = UInt64.random(in: 1...UInt64.max)
   private let record: PresenceHolder
   private let state = Locked(State())
+  private var clock: LiaisonClock { presence.container.clock }
 
   init(presence: Presence, duration: Duration, info: String?) {
     self.presence = presence
@@ -50,7 +50,7 @@ public final class PresenceLease: Sendable {
   /// Whether the lease is held and has not expired: `false` once released, once lost to another
   /// holder, and while it has lapsed for want of renewal.
   public var isHeld: Bool {
-    state.withLock { $0.held && $0.expiry > SystemClock.bootNanoseconds() }
+    state.withLock { $0.held && $0.expiry > clock.now.nanoseconds }
   }
 
   /// Renews the lease now, for another ``duration``. The heartbeat does this by itself; call it
@@ -83,12 +83,12 @@ public final class PresenceLease: Sendable {
       }
       defer { Syscall.unlock(fd) }
       if case .holder(let holder) = found, holder.leaseToken != token,
-        holder.isLiveLease(now: SystemClock.bootNanoseconds())
+        holder.isLiveLease(now: clock.now.nanoseconds)
       {
         state.held = false
         throw lost("It is held by \(holder).")
       }
-      let (sum, overflow) = SystemClock.bootNanoseconds().addingReportingOverflow(duration.clampedNanoseconds)
+      let (sum, overflow) = clock.now.nanoseconds.addingReportingOverflow(duration.clampedNanoseconds)
       let expiry = overflow ? .max : sum
       try presence.writeRecord(fd, record.renewed(until: expiry))
       state.expiry = expiry
@@ -100,7 +100,7 @@ public final class PresenceLease: Sendable {
   /// While the container is suspended it only stops the heartbeat, taking no lock: the lease then
   /// lapses at its expiry.
   public func release() {
-    let timer = state.withLock { state -> DispatchSourceTimer? in
+    let timer = state.withLock { state -> (any LiaisonClockTimer)? in
       state.held = false
       if let fd = state.descriptor.take() {
         if !state.suspended, case .holder(let holder) = try? presence.lockRecord(fd), holder.leaseToken == token {
@@ -140,13 +140,8 @@ public final class PresenceLease: Sendable {
       }
       throw error
     }
-    let interval = DispatchTimeInterval.nanoseconds(Int(clamping: duration.clampedNanoseconds / 3))
     state.withLock { state in
-      let timer = DispatchSource.makeTimerSource(flags: .strict, queue: DispatchQueue.global(qos: .userInitiated))
-      timer.schedule(deadline: .now() + interval, repeating: interval, leeway: .milliseconds(1))
-      timer.setEventHandler { [weak self] in self?.heartbeat() }
-      timer.resume()
-      state.heartbeat = timer
+      state.heartbeat = clock.repeating(every: duration / 3) { [weak self] in self?.heartbeat() }
     }
   }
 

@@ -349,6 +349,9 @@ final class CommitDoorbell: Sendable {
   /// How long a lock attempt waits in all before `SQLITE_BUSY` reaches the caller.
   static let patience: UInt64 = 30_000_000_000
 
+  /// Measured on Dispatch's clock, not the container's: SQLite calls it on a blocked thread,
+  /// and the semaphore's timeout is the kernel's.
+  ///
   /// Called by SQLite's busy handler with the number of times it was called before for this lock
   /// attempt: waits for another process's commit (or 50 ms), then asks SQLite to retry, until the
   /// attempt has waited 30 s in all.

@@ -670,3 +670,8 @@ extension LiaisonName {
     self = name
   }
 }
+
+extension SharedDefaults: ClockedPart {
+  /// The container's clock.
+  package var clock: LiaisonClock { container.clock }
+}
