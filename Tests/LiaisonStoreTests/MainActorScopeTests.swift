@@ -59,6 +59,6 @@ struct MainActorScopeTests {
     try await inbox.send("a link")
     try await screen.handle(inbox)
     #expect(screen.log.last == "a link")
-    #expect(try await inbox.count() == 0)
+    #expect(try inbox.count() == 0)
   }
 }
