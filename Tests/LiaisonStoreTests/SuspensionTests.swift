@@ -171,6 +171,39 @@ struct SuspensionTests {
     #expect(outcomes == "refused refused written written", "here and there with one resumed, then both")
   }
 
+  /// The first access after `resume()` opens the store's pool again, and SQLite's busy handler
+  /// may run during that opening (here another program holds the database in exclusive locking
+  /// mode): it asks whether the container is suspended, which once took the lock the opening
+  /// held, and the access hung for good. It waits for the other program instead, and writes.
+  @Test func reopeningAfterResumeWaitsForAnotherProgramsLock() throws {
+    let container = try SharedContainer(directory: directory.path)
+    let defaults = try container.defaults("reopen")
+    let key = DefaultsKey<Int>("count")
+    try defaults.set(1, for: key)
+    container.suspend()  // closes the store's pool
+    try container.resume()
+    var configuration = Configuration()
+    configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE") }
+    let other = try DatabaseQueue(
+      path: directory.path + "/.liaison/store/defaults.sqlite", configuration: configuration)
+    try other.read { db in _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_schema") }  // takes the lock
+    let waitsBefore = SharedDefaults.sqliteBusyWaits
+    let written = Locked<String?>(nil)
+    Thread.detachNewThread {
+      do {
+        try defaults.set(2, for: key)
+        written.withLock { $0 = "written" }
+      } catch {
+        written.withLock { $0 = "\(error)" }
+      }
+    }
+    try waitUntil("the opening waits in SQLite's busy handler") { SharedDefaults.sqliteBusyWaits > waitsBefore }
+    try other.close()
+    try waitUntil("the write returns") { written.withLock { $0 } != nil }
+    #expect(written.withLock { $0 } == "written")
+    #expect(try defaults.get(key) == 2)
+  }
+
   /// A write whose `BEGIN` failed inside SQLite (here: it waited for another program's write
   /// lock, and `suspend()` ended the wait) leaves the next write free: the store keeps its `BEGIN`
   /// statement from one write to the next, and a statement that failed would otherwise report its

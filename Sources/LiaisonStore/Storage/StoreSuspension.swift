@@ -20,6 +20,9 @@ final class StoreSuspension: @unchecked Sendable {
   /// Guards the fields below; signalled when the last access ends.
   private let condition = NSCondition()
   private var suspended = false
+  /// `suspended`, readable without ``condition``: SQLite's busy handler reads it, and may run
+  /// while this thread holds the condition, opening the pool again (it is not recursive).
+  private let suspendedNow = Locked(false)
   private var accesses = 0
   /// The open pool; `nil` from the end of a suspension to the next access, which opens it.
   private var pool: DatabasePool?
@@ -41,11 +44,7 @@ final class StoreSuspension: @unchecked Sendable {
   }
 
   /// Whether the container is suspended: SQLite's busy handler gives up at once then.
-  var isSuspended: Bool {
-    condition.lock()
-    defer { condition.unlock() }
-    return suspended
-  }
+  var isSuspended: Bool { suspendedNow.withLock { $0 } }
 
   /// Runs `body` on the pool as one access of the store, unless the container is suspended. The
   /// first access after a suspension opens the pool again.
@@ -103,6 +102,7 @@ final class StoreSuspension: @unchecked Sendable {
   func suspend() {
     condition.lock()
     suspended = true
+    suspendedNow.withLock { $0 = true }
     let running = accesses > 0 ? pool : nil
     condition.unlock()
     running?.interrupt()
@@ -126,6 +126,7 @@ final class StoreSuspension: @unchecked Sendable {
   func resume() {
     condition.lock()
     suspended = false
+    suspendedNow.withLock { $0 = false }
     condition.unlock()
   }
 }
