@@ -80,6 +80,9 @@ public final class SharedDatabase: Sendable {
 
   deinit { isOpen.withLock { $0 = false } }
 
+  /// When a look at a writer's event that found nothing new looks again (see the relay).
+  private static let laterLooks: [DispatchTimeInterval] = [.milliseconds(20), .milliseconds(100), .milliseconds(500)]
+
   /// Closes the pool and ends what this value does in the container: it no longer follows other
   /// processes' commits, nor takes part in ``/Liaison/SharedContainer/suspend()``. Once closed,
   /// this process holds no lock on the database's files; every access of ``pool`` then throws
@@ -144,7 +147,12 @@ public final class SharedDatabase: Sendable {
     let isOpen = isOpen
     // Whether a relay waits for resume() already: the commits made meanwhile are all relayed then.
     let owedAtResume = Locked(false)
-    @Sendable func relay(onlyIfChanged: Bool, attempt: Int) {
+    // Whether a later look is queued after a look at a writer's event that found nothing new.
+    let lookQueued = Locked(false)
+    /// `look`: 0 for a look at a writer's event; 1, 2, 3 for the later looks after one that found
+    /// nothing new.
+    @Sendable func relay(onlyIfChanged: Bool, attempt: Int, look: Int = 0) {
+      if look > 0 { lookQueued.withLock { $0 = false } }
       guard isOpen.withLock({ $0 }) else { return }
       // A relay reads the database (a read lock in the -shm): none while the container is
       // suspended. It is made at resume() instead, once for every commit meanwhile.
@@ -165,7 +173,7 @@ public final class SharedDatabase: Sendable {
         // Observers fetch when a transaction commits, so the change is notified inside one: an
         // empty deferred transaction, which takes no SQLite lock. It runs on GRDB's writer queue,
         // one access at a time, so the flag that keeps it from ringing covers it and nothing else.
-        try pool.writeWithoutTransaction { db in
+        let foundNothing = try pool.writeWithoutTransaction { db -> Bool in
           // Moves with every commit of another connection (another process), never with this
           // writer's own: the commits that this process's observations have not seen yet.
           // Cached, as the transaction's statements below: a relay compiles nothing.
@@ -174,7 +182,7 @@ public final class SharedDatabase: Sendable {
             defer { seen = dataVersion }
             return seen
           }
-          if onlyIfChanged && seen == dataVersion { return }
+          if onlyIfChanged && seen == dataVersion { return true }
           commitRinger.relaying.withLock { $0 = true }
           defer { commitRinger.relaying.withLock { $0 = false } }
           // The other process may have changed the schema (created tables): GRDB's writer never
@@ -191,6 +199,22 @@ public final class SharedDatabase: Sendable {
           } catch {
             try? db.rollback()
             throw error
+          }
+          return false
+        }
+        // A writer's event (on Apple platforms, its write of the -wal) can come before it has
+        // published its commit in the -shm: the look then finds nothing new, and the commit's
+        // ring may never come (the writer was killed in between). So a look that found nothing
+        // looks again, later each time (20, 100, 500 ms), one chain of looks at a time: this
+        // process's own commits, which move nothing here, cost at most a few looks a second.
+        if onlyIfChanged, foundNothing, look < Self.laterLooks.count,
+          lookQueued.withLock({ queued in
+            defer { queued = true }
+            return !queued
+          })
+        {
+          refreshQueue.asyncAfter(deadline: .now() + Self.laterLooks[look]) {
+            relay(onlyIfChanged: true, attempt: 0, look: look + 1)
           }
         }
       } catch {

@@ -19,10 +19,10 @@ import Liaison
 final class StoreSuspension: @unchecked Sendable {
   /// Guards the fields below; signalled when the last access ends.
   private let condition = NSCondition()
-  private var suspended = false
-  /// `suspended`, readable without ``condition``: SQLite's busy handler reads it, and may run
-  /// while this thread holds the condition, opening the pool again (it is not recursive).
-  private let suspendedNow = Locked(false)
+  /// Whether the container is suspended: changed under ``condition`` (with the count of
+  /// accesses), read without it too, by SQLite's busy handler, which may run while this thread
+  /// holds the condition to open the pool again (it is not recursive).
+  private let suspended = Locked(false)
   private var accesses = 0
   /// The open pool; `nil` from the end of a suspension to the next access, which opens it.
   private var pool: DatabasePool?
@@ -44,7 +44,7 @@ final class StoreSuspension: @unchecked Sendable {
   }
 
   /// Whether the container is suspended: SQLite's busy handler gives up at once then.
-  var isSuspended: Bool { suspendedNow.withLock { $0 } }
+  var isSuspended: Bool { suspended.withLock { $0 } }
 
   /// Runs `body` on the pool as one access of the store, unless the container is suspended. The
   /// first access after a suspension opens the pool again.
@@ -53,7 +53,7 @@ final class StoreSuspension: @unchecked Sendable {
   ///   again throws (the store was removed meanwhile, say); what `body` throws.
   func access<T>(_ body: (DatabasePool) throws(LiaisonError) -> T) throws(LiaisonError) -> T {
     condition.lock()
-    if suspended {
+    if isSuspended {
       condition.unlock()
       throw suspendedError
     }
@@ -101,8 +101,7 @@ final class StoreSuspension: @unchecked Sendable {
   /// Refuses new accesses and interrupts those in progress.
   func suspend() {
     condition.lock()
-    suspended = true
-    suspendedNow.withLock { $0 = true }
+    suspended.withLock { $0 = true }
     let running = accesses > 0 ? pool : nil
     condition.unlock()
     running?.interrupt()
@@ -125,8 +124,7 @@ final class StoreSuspension: @unchecked Sendable {
 
   func resume() {
     condition.lock()
-    suspended = false
-    suspendedNow.withLock { $0 = false }
+    suspended.withLock { $0 = false }
     condition.unlock()
   }
 }
