@@ -57,7 +57,12 @@
         }
         // One waits on the server: its lock request shows there.
         try await waitUntilOffThePool("one task waits for the lock on the server") {
-          try server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted") != "0"
+          // This test's lock alone: the suites beside it wait for locks of their own on this server.
+          try server.psql(
+            """
+            SELECT count(*) FROM pg_locks l JOIN liaison.lock k ON l.objid = k.id::oid
+            WHERE l.locktype = 'advisory' AND NOT l.granted AND k.namespace = '\(namespace)'
+            """) != "0"
         }
         mostConnections.withLock { $0 = max($0, waiterPlace.connector.openCount) }
         let released = ContinuousClock.now

@@ -21,6 +21,17 @@
       return (server, name, url)
     }
 
+    /// How many advisory locks are waited for in `database` alone: the suites beside this one
+    /// wait for theirs on the same server (counted over the whole server, two of these tests
+    /// running at once each saw "2" and waited for the other's waiter, until their bound).
+    private func waitingAdvisoryLocks(_ server: PostgresTestServer, _ database: String) throws -> String {
+      try server.psql(
+        """
+        SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        """, database: database)
+    }
+
     /// What a setup would change: the schema's comment, its tables' columns and its functions'
     /// definitions.
     private func fingerprint(_ server: PostgresTestServer, _ database: String) throws -> String {
@@ -208,8 +219,7 @@
       }
       // A bound for failure, long enough for a sanitizer's whole-suite run.
       try await waitUntilOffThePool("this host's setup waits for the later host's lock", timeout: 300) {
-        try server.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", database: database)
-          == "1"
+        try waitingAdvisoryLocks(server, database) == "1"
       }
       later.write("COMMIT;")
       let error = await #expect(throws: LiaisonError.self) { try await opening.value }
@@ -241,9 +251,7 @@
         let waiter = try await PostgresContainer(url: url, namespace: "fleet")
         let waiting = Task(executorPreference: thread) { try await waiter.lock("job").lock() }
         try await waitUntilOffThePool("the waiter waits", timeout: 300) {
-          try server.psql(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", database: database)
-            == "1"
+          try waitingAdvisoryLocks(server, database) == "1"
         }
         // What version 5 left: no index of remembered ids by age.
         try server.psql(
