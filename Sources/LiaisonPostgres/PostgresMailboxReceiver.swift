@@ -92,8 +92,9 @@
     /// polling) until there is one; `nil` when the task is cancelled: what
     /// ``/Liaison/CoordinationReceiver/messages(_:batchSize:)``, the receiver's main loop, calls.
     /// Reads up to `batchSize` messages from the server at once; those read ahead stay with the
-    /// receiver, whichever call asks next. A message that cannot be decoded is quarantined and
-    /// skipped.
+    /// receiver, whichever call asks next, and so does a message taken when the task is
+    /// cancelled: the loop ends without it, and the next call delivers it. A message that cannot
+    /// be decoded is quarantined and skipped.
     ///
     /// - Throws: ``/Liaison/LiaisonError/Code/closed`` once closed; ``/Liaison/LiaisonError/Code/lost``
     ///   when its claim was lost; ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot
@@ -119,7 +120,8 @@
     ///   - timeout: how long to wait for a message; `nil` waits as long as it takes, `.zero`
     ///     returns those waiting now (perhaps none).
     /// - Throws: ``/Liaison/LiaisonError/Code/timedOut`` when `timeout` passes with no message;
-    ///   ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled while waiting;
+    ///   ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled (the messages it
+    ///   would have returned are delivered next);
     ///   ``/Liaison/LiaisonError/Code/closed`` once the receiver was closed;
     ///   ``/Liaison/LiaisonError/Code/lost`` when its claim was lost;
     ///   ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.

@@ -69,7 +69,8 @@ public final class MailboxReceiver: Sendable {
   /// The next message, decoded as `Payload`, waiting (without polling) until there is one; `nil`
   /// when the task is cancelled: what ``/Liaison/CoordinationReceiver/messages(_:batchSize:)``,
   /// the receiver's main loop, calls. Reads up to `batchSize` messages from the store at once;
-  /// those read ahead stay with the receiver, whichever call asks next.
+  /// those read ahead stay with the receiver, whichever call asks next, and so does a message
+  /// taken when the task is cancelled: the loop ends without it, and the next call delivers it.
   ///
   /// - Throws: ``/Liaison/LiaisonError/Code/closed`` once closed; ``/Liaison/LiaisonError/Code/suspended``
   ///   when a suspension of the container ended the receiver; a ``/Liaison/LiaisonError`` when the
@@ -91,7 +92,8 @@ public final class MailboxReceiver: Sendable {
   /// none.
   ///
   /// - Throws: ``/Liaison/LiaisonError/Code/timedOut`` when `timeout` passes with no message;
-  ///   ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled while waiting; a
+  ///   ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled (the messages it would
+  ///   have returned are delivered next); a
   ///   ``/Liaison/LiaisonError`` as ``receiveAvailable(_:limit:)``.
   public func receive<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64, timeout: Duration? = nil
