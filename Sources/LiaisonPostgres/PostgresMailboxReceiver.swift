@@ -103,7 +103,7 @@
       _ type: Payload.Type = Payload.self, batchSize: Int = 64
     ) async throws(LiaisonError) -> MailboxEnvelope<Payload>? {
       let batchSize = max(1, batchSize)
-      let decode = decoding(Payload.self)
+      let decode = MailboxReceiving.decoding(Payload.self, using: mailbox.container.makeDecoder())
       do throws(LiaisonError) {
         return try await reading.receive(limit: 1, readAhead: batchSize, decode: decode, from: self)[0]
       } catch let error where error.code == .cancelled {
@@ -128,7 +128,9 @@
     public func receive<Payload: Decodable & Sendable>(
       _ type: Payload.Type = Payload.self, limit: Int = 64, timeout: Duration? = nil
     ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
-      try await receiving(limit: limit, timeout: timeout) { [self] in decoding(Payload.self) }
+      try await receiving(limit: limit, timeout: timeout) { [self] in
+        MailboxReceiving.decoding(Payload.self, using: mailbox.container.makeDecoder())
+      }
     }
 
     /// The messages in their stored form, which never needs quarantine, as ``receive(_:limit:timeout:)``
@@ -150,17 +152,6 @@
       let what = "waiting for a message of the mailbox '\(mailbox.name)'"
       return try await withTimeout(timeout, what) { [self] () async throws(LiaisonError) in
         try await reading.receive(limit: limit, readAhead: limit, decode: decoder(), from: self)
-      }
-    }
-
-    private func decoding<Payload: Decodable>(_ type: Payload.Type)
-      -> (StoredValue) -> Result<Payload, UndecodableMessage>
-    {
-      let decoder = mailbox.container.makeDecoder()
-      return { payload in
-        payload.decodeMessage(as: Payload.self, using: decoder).mapError {
-          UndecodableMessage(reason: "cannot be read as \(Payload.self): \($0.reason)")
-        }
       }
     }
 

@@ -213,6 +213,17 @@ package final class MailboxReceiving: Sendable {
 
   // MARK: Delivering
 
+  /// How a payload becomes a `Payload` (with `decoder` for JSON), or the reason to quarantine it.
+  package static func decoding<Payload: Decodable>(_ type: Payload.Type, using decoder: JSONDecoder)
+    -> (StoredValue) -> Result<Payload, UndecodableMessage>
+  {
+    let typeName = "\(Payload.self)"
+    return { payload in
+      let decoded: Result<Payload, UndecodableMessage> = payload.decodeMessage(using: decoder)
+      return decoded.mapError { UndecodableMessage(reason: "cannot be read as \(typeName): \($0.reason)") }
+    }
+  }
+
   /// Up to `limit` messages not yet delivered, decoded by `decode`, without waiting; those it
   /// cannot decode are quarantined, and the look goes on past them, so that no envelope means
   /// that no message waits. Reads `readAhead` messages when it reads.

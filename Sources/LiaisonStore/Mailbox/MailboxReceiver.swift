@@ -78,7 +78,7 @@ public final class MailboxReceiver: Sendable {
   public func nextMessage<Payload: Decodable & Sendable>(_ type: Payload.Type = Payload.self, batchSize: Int = 64)
     async throws(LiaisonError) -> MailboxEnvelope<Payload>?
   {
-    let decode = Self.decoding(Payload.self, using: mailbox.container.makeDecoder())
+    let decode = MailboxReceiving.decoding(Payload.self, using: mailbox.container.makeDecoder())
     let batchSize = max(1, batchSize)
     do {
       return try await reading.receive(limit: 1, readAhead: batchSize, decode: decode, from: self).first
@@ -99,7 +99,8 @@ public final class MailboxReceiver: Sendable {
     _ type: Payload.Type = Payload.self, limit: Int = 64, timeout: Duration? = nil
   ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
     try await receive(
-      limit: limit, timeout: timeout, decode: Self.decoding(Payload.self, using: mailbox.container.makeDecoder()))
+      limit: limit, timeout: timeout,
+      decode: MailboxReceiving.decoding(Payload.self, using: mailbox.container.makeDecoder()))
   }
 
   /// ``receive(_:limit:timeout:)`` with the messages in their stored form, which never needs
@@ -129,31 +130,11 @@ public final class MailboxReceiver: Sendable {
   public func receiveAvailable<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64
   ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
-    let delivery = try deliver(
-      limit: limit, readAhead: limit, decode: Self.decoding(Payload.self, using: mailbox.container.makeDecoder()))
+    try checkHeld()
+    let decode = MailboxReceiving.decoding(Payload.self, using: mailbox.container.makeDecoder())
+    let delivery = try reading.deliverNow(limit: limit, readAhead: limit, decode: decode, read: readNow)
     try setAside(delivery.quarantine)
     return delivery.envelopes
-  }
-
-  /// How a payload becomes a `Payload`, or the reason to quarantine it.
-  static func decoding<Payload: Decodable>(_ type: Payload.Type, using decoder: JSONDecoder)
-    -> (StoredValue) -> Result<Payload, UndecodableMessage>
-  {
-    let typeName = "\(Payload.self)"
-    return { payload in
-      let decoded: Result<Payload, UndecodableMessage> = payload.decodeMessage(using: decoder)
-      return decoded.mapError { UndecodableMessage(reason: "cannot be read as \(typeName): \($0.reason)") }
-    }
-  }
-
-  /// Up to `limit` messages not yet delivered by this receiver, decoded by `decode`, and those it
-  /// cannot decode, for the caller to quarantine (a write, which may wait for another process).
-  /// Reads `readAhead` messages from the store when it reads.
-  func deliver<Payload>(
-    limit: Int, readAhead: Int, decode: (StoredValue) -> Result<Payload, UndecodableMessage>
-  ) throws(LiaisonError) -> MailboxReceiving.Delivery<Payload> {
-    try checkHeld()
-    return try reading.deliverNow(limit: limit, readAhead: readAhead, decode: decode, read: readNow)
   }
 
   /// The messages after position `after`, at most `limit` and ``MailboxLimits/readAheadBytes``
@@ -230,7 +211,7 @@ public final class MailboxReceiver: Sendable {
   ) throws(LiaisonError) {
     guard let removal = try removal(of: envelopes) else { return }
     try mailbox.store.write(timeout: timeout, removal)
-    forget(envelopes)
+    reading.acknowledged(envelopes)
   }
 
   /// Removes handled messages for good, in one transaction, waiting for other processes' writes
@@ -240,7 +221,7 @@ public final class MailboxReceiver: Sendable {
   {
     guard let removal = try removal(of: envelopes) else { return }
     try await mailbox.store.write(timeout: timeout, removal)
-    forget(envelopes)
+    reading.acknowledged(envelopes)
   }
 
   /// The transaction that acknowledges `envelopes`; `nil` when there are none.
@@ -290,11 +271,6 @@ public final class MailboxReceiver: Sendable {
       try totals.save(db, statements, mailbox: name)
       if prune { try Mailbox.forgetOldAcknowledgedIDs(db, now: now) }
     }
-  }
-
-  /// Drops acknowledged messages read ahead.
-  private func forget<Payload>(_ envelopes: [MailboxEnvelope<Payload>]) {
-    reading.acknowledged(envelopes)
   }
 
   /// Hands delivered messages back unacknowledged: this receiver delivers them again, before the
