@@ -323,17 +323,10 @@
 
   /// A message as read from `liaison.mailbox_message`, not trusted: a row another program wrote
   /// (an unknown kind) is quarantined with the reason, never a crash.
-  struct MailboxRow: Sendable {
+  typealias MailboxRow = ReceivedMessage
+
+  extension MailboxRow {
     static let columns = "position, id, sent_at, sender, kind, payload, quarantine_reason"
-    let position: Int64
-    let id: String
-    let sentAt: Date
-    let sender: String
-    /// The payload, unless the row's kind is not one Liaison writes.
-    let payload: StoredValue?
-    let quarantineReason: String?
-    /// Why the row cannot be delivered as it is, if it cannot.
-    var damage: String? { payload == nil ? "not written by Liaison (an unknown kind of payload)" : nil }
 
     init(_ row: PostgresRow, mailbox: LiaisonName) throws(LiaisonError) {
       let (position, id, sentAt, sender, kind, payload, reason) = try decodeRow(mailbox) {
@@ -360,12 +353,11 @@
       position: Int64, id: String, sentAt: Double, sender: String, kind: Int16, payload: Data,
       quarantineReason: String? = nil
     ) {
-      self.position = position
-      self.id = id
-      self.sentAt = Date(timeIntervalSince1970: sentAt)
-      self.sender = sender
-      self.payload = StoredValue.Kind(rawValue: Int(kind)).map { StoredValue(kind: $0, bytes: payload) }
-      self.quarantineReason = quarantineReason
+      let stored = StoredValue.Kind(rawValue: Int(kind)).map { StoredValue(kind: $0, bytes: payload) }
+      self.init(
+        position: position, id: id, sender: sender, sentAt: Date(timeIntervalSince1970: sentAt), payload: stored,
+        quarantineReason: quarantineReason,
+        damage: stored == nil ? "not written by Liaison (an unknown kind of payload)" : nil)
     }
   }
 

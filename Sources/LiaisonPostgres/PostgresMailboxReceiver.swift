@@ -28,58 +28,33 @@
     /// Rung by every notification of a send (and after a reconnect of the listener).
     private let wakeUps = WakeUps()
     private let subscription: Int
-    private let reading = Locked(Reading())
+    /// What this receiver has read and not yet delivered, and the receive path.
+    private let reading: MailboxReceiving
+    /// When the server that the last read reached started (`pg_postmaster_start_time()`, in
+    /// seconds since 1970).
+    private let serverStarted = Locked<Double?>(nil)
     /// The claim's fencing token, in every envelope (``/Liaison/MailboxEnvelope/claimToken``).
     private let claimToken: UInt64
     private let closed = Locked(false)
     /// Forgets the mailbox's acknowledged ids past ``PostgresMailbox/acknowledgedIDRetention``.
     private let forgetting: ForgettingAcknowledgedIDs
 
-    private struct Reading: Sendable {
-      /// The position of the last message read from the server.
-      var cursor: Int64 = 0
-      /// Messages read and not yet delivered, in order.
-      var readAhead: [MailboxRow] = []
-      /// When the server that the last read reached started (`pg_postmaster_start_time()`, in
-      /// seconds since 1970).
-      var serverStarted: Double?
-
-      /// Notes that a read reached a server started at `started`; `false` when that is another
-      /// server than the last read's (a restart, or a failover to a standby), and then reads again
-      /// from the first message. A failover to a standby that had not yet received the last
-      /// sends' commits loses them, and the next sends take their positions again: a cursor kept
-      /// would skip those. Messages read ahead go too (read again if they still exist): the
-      /// messages delivered and not acknowledged are delivered again, as to a next receiver.
-      mutating func reached(serverStartedAt started: Double) -> Bool {
-        defer { serverStarted = started }
-        guard let serverStarted, serverStarted != started else { return true }
-        cursor = 0
-        readAhead = []
-        return false
-      }
-
-      /// Takes the messages a send carried in its notification, when they are the next ones:
-      /// the send's first position follows the cursor. Sends take their positions in the order
-      /// they commit, and notifications arrive in that order, so no message lies between. Any
-      /// other notification leaves its messages to the next read.
-      mutating func take(_ carried: CarriedMessages) {
-        guard carried.first == cursor + 1 else { return }
-        readAhead += carried.rows
-        cursor = carried.last
-      }
-    }
-
     init(mailbox: PostgresMailbox, held: PostgresLockGuard) async throws(LiaisonError) {
       self.mailbox = mailbox
       self.held = held
       claimToken = try await held.fencingToken()
+      reading = MailboxReceiving(mailbox: mailbox.name, claimToken: claimToken)
       forgetting = ForgettingAcknowledgedIDs(mailbox: mailbox)
       let wakeUps = wakeUps
       let reading = reading
       subscription = try await mailbox.container.listener.subscribe(
         kind: "m", namespace: mailbox.container.namespace, name: mailbox.name
       ) { event in
-        if let carried = event.flatMap({ CarriedMessages($0.detail) }) { reading.withLock { $0.take(carried) } }
+        // A send's messages, when they are the next ones: sends take their positions in the order
+        // they commit, and notifications arrive in that order, so no message lies between.
+        if let carried = event.flatMap({ CarriedMessages($0.detail) }) {
+          reading.addCarried(first: carried.first, last: carried.last, carried.rows)
+        }
         wakeUps.ring()
       }
       // A lost claim (or a closed receiver) ends every wait at once.
@@ -117,8 +92,9 @@
     /// polling) until there is one; `nil` when the task is cancelled: what
     /// ``/Liaison/CoordinationReceiver/messages(_:batchSize:)``, the receiver's main loop, calls.
     /// Reads up to `batchSize` messages from the server at once; those read ahead stay with the
-    /// receiver, whichever call asks next. A message that cannot be decoded is quarantined and
-    /// skipped.
+    /// receiver, whichever call asks next, and so does a message taken when the task is
+    /// cancelled: the loop ends without it, and the next call delivers it. A message that cannot
+    /// be decoded is quarantined and skipped.
     ///
     /// - Throws: ``/Liaison/LiaisonError/Code/closed`` once closed; ``/Liaison/LiaisonError/Code/lost``
     ///   when its claim was lost; ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot
@@ -127,12 +103,9 @@
       _ type: Payload.Type = Payload.self, batchSize: Int = 64
     ) async throws(LiaisonError) -> MailboxEnvelope<Payload>? {
       let batchSize = max(1, batchSize)
-      let decode = decoding(Payload.self)
+      let decode = MailboxReceiving.decoding(Payload.self, using: mailbox.container.makeDecoder())
       do throws(LiaisonError) {
-        return try await waitForMessages {
-          () async throws(LiaisonError) -> [MailboxEnvelope<Payload>] in
-          try await deliver(limit: 1, readAhead: batchSize, decode: decode)
-        }[0]
+        return try await reading.receive(limit: 1, readAhead: batchSize, decode: decode, from: self)[0]
       } catch let error where error.code == .cancelled {
         return nil
       }
@@ -147,14 +120,17 @@
     ///   - timeout: how long to wait for a message; `nil` waits as long as it takes, `.zero`
     ///     returns those waiting now (perhaps none).
     /// - Throws: ``/Liaison/LiaisonError/Code/timedOut`` when `timeout` passes with no message;
-    ///   ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled while waiting;
+    ///   ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled (the messages it
+    ///   would have returned are delivered next);
     ///   ``/Liaison/LiaisonError/Code/closed`` once the receiver was closed;
     ///   ``/Liaison/LiaisonError/Code/lost`` when its claim was lost;
     ///   ``/Liaison/LiaisonError/Code/unavailable`` when the server cannot be reached.
     public func receive<Payload: Decodable & Sendable>(
       _ type: Payload.Type = Payload.self, limit: Int = 64, timeout: Duration? = nil
     ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
-      try await receiving(limit: limit, timeout: timeout) { [self] in decoding(Payload.self) }
+      try await receiving(limit: limit, timeout: timeout) { [self] in
+        MailboxReceiving.decoding(Payload.self, using: mailbox.container.makeDecoder())
+      }
     }
 
     /// The messages in their stored form, which never needs quarantine, as ``receive(_:limit:timeout:)``
@@ -170,112 +146,23 @@
       limit: Int, timeout: Duration?,
       decoder: @escaping @Sendable () -> (StoredValue) -> Result<Payload, UndecodableMessage>
     ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
-      if timeout == .zero { return try await deliver(limit: limit, readAhead: limit, decode: decoder()) }
+      if timeout == .zero {
+        return try await reading.deliver(limit: limit, readAhead: limit, decode: decoder(), from: self)
+      }
       let what = "waiting for a message of the mailbox '\(mailbox.name)'"
       return try await withTimeout(timeout, what) { [self] () async throws(LiaisonError) in
-        let decode = decoder()
-        return try await waitForMessages { () async throws(LiaisonError) in
-          try await deliver(limit: limit, readAhead: limit, decode: decode)
-        }
-      }
-    }
-
-    private func decoding<Payload: Decodable>(_ type: Payload.Type)
-      -> (StoredValue) -> Result<Payload, UndecodableMessage>
-    {
-      let decoder = mailbox.container.makeDecoder()
-      return { payload in
-        payload.decodeMessage(as: Payload.self, using: decoder).mapError {
-          UndecodableMessage(reason: "cannot be read as \(Payload.self): \($0.reason)")
-        }
-      }
-    }
-
-    /// Calls `look` until it finds messages, waiting for a notification in between. A send
-    /// between a look and the wait is counted by ``WakeUps``: the wait returns at once.
-    private func waitForMessages<Payload>(
-      _ look: () async throws(LiaisonError) -> [MailboxEnvelope<Payload>]
-    ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
-      while true {
-        let seen = wakeUps.count
-        let envelopes = try await look()
-        if !envelopes.isEmpty { return envelopes }
-        guard await wakeUps.wait(after: seen) else {
-          if !Task.isCancelled { try checkHeld() }
-          throw LiaisonError.cancelled("waiting for a message of the mailbox '\(mailbox.name)'")
-        }
-      }
-    }
-
-    /// Up to `limit` messages not yet delivered by this receiver, decoded by `decode`; those it
-    /// cannot decode are quarantined, and the look goes on past them, so that no envelope means
-    /// that no message waits. Reads `readAhead` messages from the server when it reads.
-    private func deliver<Payload>(
-      limit: Int, readAhead: Int, decode: (StoredValue) -> Result<Payload, UndecodableMessage>
-    ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
-      try checkHeld()
-      let limit = max(1, limit)
-      let name = mailbox.name
-      while true {
-        var taken = reading.withLock { reading -> [MailboxRow] in
-          let taken = Array(reading.readAhead.prefix(limit))
-          reading.readAhead.removeFirst(taken.count)
-          return taken
-        }
-        if taken.isEmpty {
-          let after = reading.withLock { $0.cursor }
-          let rows = try await read(after: after, limit: max(limit, readAhead))
-          guard let rows else { continue }  // another server: read again from the first message
-          // Another task of this receiver may have read the same rows meanwhile: what it read
-          // is not read again. Positions follow the order of commits, so nothing is skipped.
-          taken = reading.withLock { reading -> [MailboxRow] in
-            reading.readAhead += rows.filter { $0.position > reading.cursor }
-            reading.cursor = max(reading.cursor, rows.last?.position ?? 0)
-            let taken = Array(reading.readAhead.prefix(limit))
-            reading.readAhead.removeFirst(taken.count)
-            return taken
-          }
-          if taken.isEmpty && rows.isEmpty { return [] }
-        }
-        var envelopes: [MailboxEnvelope<Payload>] = []
-        var quarantine: [(position: Int64, reason: String)] = []
-        for row in taken {
-          guard let payload = row.payload else {
-            quarantine.append((row.position, row.damage ?? "not written by Liaison"))
-            continue
-          }
-          switch decode(payload) {
-          case .success(let decoded):
-            envelopes.append(
-              MailboxEnvelope(
-                id: row.id, sentAt: row.sentAt, sender: row.sender, payload: decoded, claimToken: claimToken,
-                position: row.position, mailbox: name))
-          case .failure(let undecodable):
-            quarantine.append((row.position, undecodable.reason))
-          }
-        }
-        if !quarantine.isEmpty {
-          _ = try await run(
-            """
-            SELECT liaison.mailbox_quarantine(\(mailbox.container.namespace.rawValue), \(name.rawValue),
-              \(quarantine.map(\.position)), \(quarantine.map(\.reason)))
-            """, doing: "quarantine messages of the mailbox '\(name)'", committing: true)
-        }
-        if Task.isCancelled && !envelopes.isEmpty {
-          // The caller will not see them: they stay this receiver's to deliver next.
-          let handedBack = taken.filter { row in envelopes.contains { $0.position == row.position } }
-          reading.withLock { $0.readAhead = (handedBack + $0.readAhead).sorted { $0.position < $1.position } }
-          throw LiaisonError.cancelled("receiving from the mailbox '\(name)'")
-        }
-        if !envelopes.isEmpty { return envelopes }
+        try await reading.receive(limit: limit, readAhead: limit, decode: decoder(), from: self)
       }
     }
 
     /// The messages after position `after`, at most `limit` and ``MailboxLimits/readAheadBytes``
-    /// of payloads; `nil` when the read reached another server than the last one (see
-    /// ``Reading/reached(serverStartedAt:)``), which only a lease can: a session's claim ends with
-    /// its server.
-    private func read(after: Int64, limit: Int) async throws(LiaisonError) -> [MailboxRow]? {
+    /// of payloads; `nil` when the read reached another server than the last one (a restart, or a
+    /// failover to a standby), which only a lease can: a session's claim ends with its server. The
+    /// receive path then reads again from the first message: a failover to a standby that had not
+    /// yet received the last sends' commits loses them, and the next sends take their positions
+    /// again, which a cursor kept would skip. Messages read ahead go too (read again if they still
+    /// exist): those delivered and not acknowledged are delivered again, as to a next receiver.
+    package func read(after: Int64, limit: Int) async throws(LiaisonError) -> [ReceivedMessage]? {
       let name = mailbox.name
       var binds = PostgresBindings()
       binds.append(mailbox.container.namespace.rawValue)
@@ -303,7 +190,11 @@
         doing: doing)
       guard let first = read.first else { return [] }
       let started = try decodeRow(name) { try first.makeRandomAccess()[0].decode(Double.self, context: .default) }
-      guard reading.withLock({ $0.reached(serverStartedAt: started) }) else { return nil }
+      let sameServer = serverStarted.withLock { serverStarted in
+        defer { serverStarted = started }
+        return serverStarted == nil || serverStarted == started
+      }
+      guard sameServer else { return nil }
       var rows: [MailboxRow] = []
       for row in read {
         if let message = try MailboxRow(afterServerStart: row, mailbox: name) { rows.append(message) }
@@ -333,14 +224,13 @@
     {
       try checkHeld()
       guard !envelopes.isEmpty else { return }
-      try checkOwn(envelopes, doing: "acknowledged")
+      try reading.checkOwn(envelopes, doing: "acknowledged")
       _ = try await run(
         """
         SELECT count(*) FROM liaison.mailbox_remove(\(mailbox.container.namespace.rawValue),
           \(mailbox.name.rawValue), \(envelopes.map(\.position)), \(envelopes.map(\.id)), \(Date().timeIntervalSince1970))
         """, doing: "acknowledge messages of the mailbox '\(mailbox.name)'", committing: true, timeout: timeout)
-      let acknowledged = Set(envelopes.map(\.position))
-      reading.withLock { $0.readAhead.removeAll { acknowledged.contains($0.position) } }
+      reading.acknowledged(envelopes)
       forgetting.startIfDue()
     }
 
@@ -353,7 +243,7 @@
     public func redeliver<Payload>(_ envelopes: [MailboxEnvelope<Payload>]) async throws(LiaisonError) {
       try checkHeld()
       guard !envelopes.isEmpty else { return }
-      try checkOwn(envelopes, doing: "handed back")
+      try reading.checkOwn(envelopes, doing: "handed back")
       let ids = Dictionary(envelopes.map { ($0.position, $0.id) }, uniquingKeysWith: { first, _ in first })
       let rows = try await run(
         """
@@ -364,12 +254,7 @@
       ).map { row throws(LiaisonError) in try MailboxRow(row, mailbox: mailbox.name) }.filter {
         ids[$0.position] == $0.id
       }
-      reading.withLock { reading in
-        let waiting = Set(reading.readAhead.map(\.position))
-        reading.readAhead = (reading.readAhead + rows.filter { !waiting.contains($0.position) }).sorted {
-          $0.position < $1.position
-        }
-      }
+      reading.handBack(rows)
     }
 
     /// Hands one delivered message back unacknowledged: see
@@ -398,15 +283,6 @@
 
     // MARK: The claim's connection
 
-    private func checkOwn<Payload>(_ envelopes: [MailboxEnvelope<Payload>], doing verb: String) throws(LiaisonError) {
-      guard let stranger = envelopes.first(where: { $0.mailbox != mailbox.name }) else { return }
-      throw LiaisonError(
-        .invalidArgument,
-        "The envelope of message '\(stranger.id)' was delivered by mailbox '\(stranger.mailbox)', not by mailbox "
-          + "'\(mailbox.name)': acknowledge (or hand back) each envelope with a receiver of its own mailbox. Nothing "
-          + "was \(verb).")
-    }
-
     private func checkHeld() throws(LiaisonError) {
       if closed.withLock({ $0 }) {
         throw LiaisonError(
@@ -422,6 +298,29 @@
     ) async throws(LiaisonError) -> [PostgresRow] {
       try checkHeld()
       return try await held.run(query, doing: what, committing: committing, timeout: timeout)
+    }
+  }
+
+  /// The server's part of the receive path: reads and quarantines on the claim's connection, and
+  /// waits for the notifications of sends.
+  extension PostgresMailboxReceiver: MailboxReceiveStorage {
+    package func checkReceiving() throws(LiaisonError) { try checkHeld() }
+
+    package func quarantine(_ messages: [QuarantinedMessage]) async throws(LiaisonError) {
+      _ = try await run(
+        """
+        SELECT liaison.mailbox_quarantine(\(mailbox.container.namespace.rawValue), \(mailbox.name.rawValue),
+          \(messages.map(\.position)), \(messages.map(\.reason)))
+        """, doing: "quarantine messages of the mailbox '\(mailbox.name)'", committing: true)
+    }
+
+    package var wakeUpMark: UInt64 { wakeUps.count }
+
+    /// Waits for a notification after `mark`; `deadline` is left to the caller's timeout.
+    package func waitForSend(after mark: UInt64, until deadline: ContinuousClock.Instant?) async
+      -> SignalWaiter.Outcome
+    {
+      await wakeUps.wait(after: mark) ? .posted : .ended
     }
   }
 

@@ -47,6 +47,41 @@
       try waitUntil("every message is acknowledged") { try next.send(.placeMcount, "inbox") == "0" }
     }
 
+    /// A receiver whose task is cancelled in the middle of a batch it read ahead hands back the
+    /// messages it did not deliver: the cancelled loop ends without them, the receiver delivers
+    /// them first to the next call, and once it is closed the next receiver gets them all, in
+    /// order.
+    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), arguments: backends)
+    func aReceiverCancelledMidBatchHandsItsMessagesToTheNextReceiver(_ backend: Backend) async throws {
+      let backendPlace = try BackendPlace(backend)
+      let inbox = try await backendPlace.openStore().mailbox("inbox", sender: "test")
+      _ = try await inbox.sendAll(Array(0..<10), timeout: nil)
+      let first = try await inbox.receiver()
+      let handling = Task { try await handleThreeThenCancel(first) }
+      #expect(try await handling.value == [0, 1, 2])
+      let handedBack = try await first.receive(Int.self, limit: 64, timeout: .zero)
+      #expect(handedBack.map(\.payload) == Array(3..<10))
+      await first.close()  // not acknowledged: the next receiver gets them
+      let next = try await inbox.receiver()
+      let received = try await next.receive(Int.self, limit: 64, timeout: .zero)
+      #expect(received.map(\.payload) == Array(3..<10))
+      try await next.acknowledge(received, timeout: nil)
+      await next.close()
+      withExtendedLifetime(backendPlace) {}
+    }
+
+    /// Handles and acknowledges messages one at a time from `receiver`'s main loop, reading ten
+    /// at once, and cancels its own task after the third: what it handled.
+    private func handleThreeThenCancel(_ receiver: some CoordinationReceiver) async throws -> [Int] {
+      var handled: [Int] = []
+      for try await envelope in receiver.messages(Int.self, batchSize: 10) {
+        handled.append(envelope.payload)
+        try await receiver.acknowledge([envelope], timeout: nil)
+        if handled.count == 3 { withUnsafeCurrentTask { $0?.cancel() } }  // seven more read ahead
+      }
+      return handled
+    }
+
     /// Every envelope carries its receiver's claim token, and a later receiver's is larger: what
     /// a handler guards its writes with, so that a receiver that went on from its read-ahead
     /// after its claim ended is refused once the next one has written.

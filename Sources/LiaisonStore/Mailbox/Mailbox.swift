@@ -484,17 +484,9 @@ struct MailboxTotals {
 /// A stored message, read without trusting the row: a row that another program wrote (a column
 /// holding what Liaison never stores) comes back with `damage` saying what is wrong, so that the
 /// receiver quarantines it instead of the whole mailbox failing.
-package struct MessageRow {
-  package let position: Int64
-  package let id: String
-  package let sender: String
-  package let sentAt: Date
-  /// `nil` when the row is damaged.
-  package let payload: StoredValue?
-  package let quarantineReason: String?
-  /// What is wrong with a row that Liaison did not write.
-  package let damage: String?
+package typealias MessageRow = ReceivedMessage
 
+extension MessageRow {
   static func fetch(
     _ db: Database, _ statements: PreparedStatements, mailbox: LiaisonName, after position: Int64, limit: Int,
     maximumBytes: Int = .max, includingQuarantined: Bool, path: String
@@ -540,15 +532,15 @@ package struct MessageRow {
       damage.append("its \(name) is not what Liaison stores")
       return fallback
     }
-    self.position = position
-    id = column(row.text(1), "id", "?")
-    sender = column(row.text(2), "sender", "?")
+    let id = column(row.text(1), "id", "?")
+    let sender = column(row.text(2), "sender", "?")
     let sentAt = column(row.number(3), "sending time", 0.0)
-    self.sentAt = Date(timeIntervalSince1970: sentAt.isFinite ? sentAt : 0)
-    payload = try? StoredValue(columns: row, kindColumn: 4, valueColumn: 5, path: path)
+    let payload = try? StoredValue(columns: row, kindColumn: 4, valueColumn: 5, path: path)
     if payload == nil { damage.append("its payload or kind is not what Liaison stores") }
-    quarantineReason = row.isNull(6) ? nil : (row.text(6) ?? "unknown")
-    self.damage = damage.isEmpty ? nil : "not written by Liaison: " + damage.joined(separator: ", ")
+    self.init(
+      position: position, id: id, sender: sender, sentAt: Date(timeIntervalSince1970: sentAt.isFinite ? sentAt : 0),
+      payload: payload, quarantineReason: row.isNull(6) ? nil : (row.text(6) ?? "unknown"),
+      damage: damage.isEmpty ? nil : "not written by Liaison: " + damage.joined(separator: ", "))
   }
 
   /// ``init(columns:path:)`` for a GRDB row, for the fuzzer.

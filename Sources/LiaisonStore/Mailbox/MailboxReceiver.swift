@@ -26,9 +26,8 @@ public final class MailboxReceiver: Sendable {
   private let claimToken: UInt64
   /// Woken by every send: subscribed once, before the first look at the mailbox.
   private let wakeUps: SignalWaiter
-  /// What this receiver has read from the store and not yet delivered. Held for the whole of a
-  /// delivery (read, decode, quarantine), so that concurrent receives never deliver a message twice.
-  private let reading = Locked(Reading())
+  /// What this receiver has read from the store and not yet delivered, and the receive path.
+  private let reading: MailboxReceiving
   /// Ends the receiver when the container is suspended.
   private let suspension: SuspensionHandlers
   /// When acknowledged ids were last forgotten (``/Liaison/MailboxReceipt/acknowledgedIDRetention``): at the
@@ -38,18 +37,11 @@ public final class MailboxReceiver: Sendable {
   /// Whether ``close()`` ended the receiver (rather than a suspension of the container).
   private let closed = Locked(false)
 
-  private struct Reading {
-    /// The position of the last message read from the store.
-    var cursor: Int64 = 0
-    /// Messages read ahead (by ``messages(_:batchSize:)``) and not yet delivered, in order; the
-    /// next delivery starts with them, whichever sequence or call asks.
-    var readAhead: ArraySlice<MessageRow> = []
-  }
-
   init(mailbox: Mailbox, held: LockGuard) throws(LiaisonError) {
     self.mailbox = mailbox
     self.held = held
     claimToken = try held.fencingToken()
+    reading = MailboxReceiving(mailbox: mailbox.name, claimToken: claimToken)
     guard let signal = mailbox.signal else {
       // Only in a read-only container, where the receiver's lock was refused before.
       throw LiaisonError.readOnly(nil, "receive from the mailbox", path: mailbox.store.path)
@@ -77,7 +69,8 @@ public final class MailboxReceiver: Sendable {
   /// The next message, decoded as `Payload`, waiting (without polling) until there is one; `nil`
   /// when the task is cancelled: what ``/Liaison/CoordinationReceiver/messages(_:batchSize:)``,
   /// the receiver's main loop, calls. Reads up to `batchSize` messages from the store at once;
-  /// those read ahead stay with the receiver, whichever call asks next.
+  /// those read ahead stay with the receiver, whichever call asks next, and so does a message
+  /// taken when the task is cancelled: the loop ends without it, and the next call delivers it.
   ///
   /// - Throws: ``/Liaison/LiaisonError/Code/closed`` once closed; ``/Liaison/LiaisonError/Code/suspended``
   ///   when a suspension of the container ended the receiver; a ``/Liaison/LiaisonError`` when the
@@ -85,12 +78,10 @@ public final class MailboxReceiver: Sendable {
   public func nextMessage<Payload: Decodable & Sendable>(_ type: Payload.Type = Payload.self, batchSize: Int = 64)
     async throws(LiaisonError) -> MailboxEnvelope<Payload>?
   {
-    let decode = Self.decoding(Payload.self, using: mailbox.container.makeDecoder())
+    let decode = MailboxReceiving.decoding(Payload.self, using: mailbox.container.makeDecoder())
     let batchSize = max(1, batchSize)
     do {
-      return try await waitForMessages(until: nil) { () throws(LiaisonError) in
-        try deliver(limit: 1, readAhead: batchSize, decode: decode)
-      }.first
+      return try await reading.receive(limit: 1, readAhead: batchSize, decode: decode, from: self).first
     } catch let error where error.code == .cancelled {
       return nil
     }
@@ -101,13 +92,15 @@ public final class MailboxReceiver: Sendable {
   /// none.
   ///
   /// - Throws: ``/Liaison/LiaisonError/Code/timedOut`` when `timeout` passes with no message;
-  ///   ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled while waiting; a
+  ///   ``/Liaison/LiaisonError/Code/cancelled`` when the task is cancelled (the messages it would
+  ///   have returned are delivered next); a
   ///   ``/Liaison/LiaisonError`` as ``receiveAvailable(_:limit:)``.
   public func receive<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64, timeout: Duration? = nil
   ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
     try await receive(
-      limit: limit, timeout: timeout, decode: Self.decoding(Payload.self, using: mailbox.container.makeDecoder()))
+      limit: limit, timeout: timeout,
+      decode: MailboxReceiving.decoding(Payload.self, using: mailbox.container.makeDecoder()))
   }
 
   /// ``receive(_:limit:timeout:)`` with the messages in their stored form, which never needs
@@ -123,14 +116,9 @@ public final class MailboxReceiver: Sendable {
     limit: Int, timeout: Duration?, decode: (StoredValue) -> Result<Payload, UndecodableMessage>
   ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
     try ProcessLock.check(timeout)
-    if timeout == .zero {
-      let delivery = try deliver(limit: limit, readAhead: limit, decode: decode)
-      try await setAside(delivery.quarantine)
-      return delivery.envelopes
-    }
-    return try await waitForMessages(until: timeout.map { .now + $0 }) { () throws(LiaisonError) in
-      try deliver(limit: limit, readAhead: limit, decode: decode)
-    }
+    if timeout == .zero { return try await reading.deliver(limit: limit, readAhead: limit, decode: decode, from: self) }
+    return try await reading.receive(
+      limit: limit, readAhead: limit, decode: decode, from: self, until: timeout.map { .now + $0 })
   }
 
   /// Up to `limit` of the messages waiting now, without waiting; empty when there are none.
@@ -142,117 +130,38 @@ public final class MailboxReceiver: Sendable {
   public func receiveAvailable<Payload: Decodable & Sendable>(
     _ type: Payload.Type = Payload.self, limit: Int = 64
   ) throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
-    let delivery = try deliver(
-      limit: limit, readAhead: limit, decode: Self.decoding(Payload.self, using: mailbox.container.makeDecoder()))
+    try checkHeld()
+    let decode = MailboxReceiving.decoding(Payload.self, using: mailbox.container.makeDecoder())
+    let delivery = try reading.deliverNow(limit: limit, readAhead: limit, decode: decode, read: readNow)
     try setAside(delivery.quarantine)
     return delivery.envelopes
   }
 
-  /// How a payload becomes a `Payload`, or the reason to quarantine it.
-  static func decoding<Payload: Decodable>(_ type: Payload.Type, using decoder: JSONDecoder)
-    -> (StoredValue) -> Result<Payload, UndecodableMessage>
-  {
-    let typeName = "\(Payload.self)"
-    return { payload in
-      let decoded: Result<Payload, UndecodableMessage> = payload.decodeMessage(using: decoder)
-      return decoded.mapError { UndecodableMessage(reason: "cannot be read as \(typeName): \($0.reason)") }
-    }
-  }
-
-  /// Calls `look` until it finds messages, waiting for the mailbox's signal in between, and
-  /// quarantines what it could not decode; no wait (for a send, or for another process's write
-  /// of the store) blocks a thread of the cooperative pool.
-  ///
-  /// - Parameter deadline: when to give up with ``/Liaison/LiaisonError/Code/timedOut`` (after one
-  ///   last look); `nil`: never.
-  func waitForMessages<Payload>(
-    until deadline: ContinuousClock.Instant?, _ look: () throws(LiaisonError) -> Delivery<Payload>
-  ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
-    // A send between the look and the wait is remembered by the waiter: the wait returns at once.
-    var timedOut = false
-    while true {
-      let delivery = try look()
-      try await setAside(delivery.quarantine)
-      if !delivery.envelopes.isEmpty { return delivery.envelopes }
-      let what = "waiting for a message in the mailbox '\(mailbox.name)'"
-      if timedOut { throw LiaisonError(.timedOut, "Gave up \(what): none came in time.") }
-      switch await wakeUps.wait(until: deadline) {
-      case .posted: continue
-      case .timedOut: timedOut = true
-      case .ended:
-        if Task.isCancelled { throw .cancelled(what) }
-        try checkHeld()  // closed
-        throw .cancelled(what)
-      }
-    }
-  }
-
-  /// What one look at the mailbox found: messages to deliver, and messages to quarantine.
-  struct Delivery<Payload: Sendable> {
-    var envelopes: [MailboxEnvelope<Payload>] = []
-    var quarantine: [(position: Int64, reason: String)] = []
-  }
-
-  /// Up to `limit` messages not yet delivered by this receiver, decoded by `decode`, and those it
-  /// cannot decode, for the caller to quarantine (a write, which may wait for another process);
-  /// the look goes on past them, so that no envelope means that no message waits. Reads
-  /// `readAhead` messages from the store when it reads.
-  func deliver<Payload>(
-    limit: Int, readAhead: Int, decode: (StoredValue) -> Result<Payload, UndecodableMessage>
-  ) throws(LiaisonError) -> Delivery<Payload> {
-    try checkHeld()
-    let limit = max(1, limit)
+  /// The messages after position `after`, at most `limit` and ``MailboxLimits/readAheadBytes``
+  /// of payloads.
+  private func readNow(after: Int64, limit: Int) throws(LiaisonError) -> [MessageRow] {
     let store = mailbox.store
     let name = mailbox.name
-    return try reading.withLock { reading throws(LiaisonError) -> Delivery<Payload> in
-      var delivery = Delivery<Payload>()
-      while true {
-        if reading.readAhead.isEmpty {
-          let after = reading.cursor
-          let rows = try store.readOneStatement { db in
-            try MessageRow.fetch(
-              db, store.statements, mailbox: name, after: after, limit: max(limit, readAhead),
-              maximumBytes: MailboxLimits.readAheadBytes, includingQuarantined: false, path: store.path)
-          }
-          guard let last = rows.last else { return delivery }
-          reading.readAhead = rows[...]
-          reading.cursor = last.position
-        }
-        let taken = reading.readAhead.prefix(limit)
-        for row in taken {
-          guard let payload = row.payload, row.damage == nil else {
-            delivery.quarantine.append((row.position, row.damage ?? "not written by Liaison"))
-            continue
-          }
-          switch decode(payload) {
-          case .success(let payload):
-            delivery.envelopes.append(
-              MailboxEnvelope(
-                id: row.id, sentAt: row.sentAt, sender: row.sender, payload: payload, claimToken: claimToken,
-                position: row.position, mailbox: name))
-          case .failure(let undecodable):
-            delivery.quarantine.append((row.position, undecodable.reason))
-          }
-        }
-        reading.readAhead.removeFirst(taken.count)
-        if !delivery.envelopes.isEmpty { return delivery }
-      }
+    return try store.readOneStatement { db in
+      try MessageRow.fetch(
+        db, store.statements, mailbox: name, after: after, limit: limit, maximumBytes: MailboxLimits.readAheadBytes,
+        includingQuarantined: false, path: store.path)
     }
   }
 
   /// Marks undecodable messages as quarantined, with the reason.
   @available(*, noasync)
-  private func setAside(_ messages: [(position: Int64, reason: String)]) throws(LiaisonError) {
+  private func setAside(_ messages: [QuarantinedMessage]) throws(LiaisonError) {
     guard !messages.isEmpty else { return }
     try mailbox.store.write { db in try quarantine(messages, db) }
   }
 
-  private func setAside(_ messages: [(position: Int64, reason: String)]) async throws(LiaisonError) {
+  private func setAside(_ messages: [QuarantinedMessage]) async throws(LiaisonError) {
     guard !messages.isEmpty else { return }
     try await mailbox.store.write { db in try quarantine(messages, db) }
   }
 
-  private func quarantine(_ messages: [(position: Int64, reason: String)], _ db: Database) throws {
+  private func quarantine(_ messages: [QuarantinedMessage], _ db: Database) throws {
     let name = mailbox.name
     var totals = try MailboxTotals.fetch(db, mailbox.store.statements, mailbox: name)
     let statement = try db.cachedStatement(
@@ -302,7 +211,7 @@ public final class MailboxReceiver: Sendable {
   ) throws(LiaisonError) {
     guard let removal = try removal(of: envelopes) else { return }
     try mailbox.store.write(timeout: timeout, removal)
-    forget(envelopes)
+    reading.acknowledged(envelopes)
   }
 
   /// Removes handled messages for good, in one transaction, waiting for other processes' writes
@@ -312,7 +221,7 @@ public final class MailboxReceiver: Sendable {
   {
     guard let removal = try removal(of: envelopes) else { return }
     try await mailbox.store.write(timeout: timeout, removal)
-    forget(envelopes)
+    reading.acknowledged(envelopes)
   }
 
   /// The transaction that acknowledges `envelopes`; `nil` when there are none.
@@ -322,9 +231,7 @@ public final class MailboxReceiver: Sendable {
     try checkHeld()
     guard !envelopes.isEmpty else { return nil }
     let name = mailbox.name
-    if let stranger = envelopes.first(where: { $0.mailbox != name }) {
-      throw foreignEnvelope(id: stranger.id, from: "mailbox '\(stranger.mailbox)'", doing: "acknowledged")
-    }
+    try reading.checkOwn(envelopes, doing: "acknowledged")
     let ids = Dictionary(envelopes.map { ($0.position, $0.id) }, uniquingKeysWith: { first, _ in first })
     let now = Date().timeIntervalSince1970
     let prune = lastPruned.withLock { last in
@@ -351,7 +258,7 @@ public final class MailboxReceiver: Sendable {
           // A position names a message only in its own store: one from another container's
           // mailbox of the same name removes another message. The transaction is rolled back.
           if let position = row.position, row.id != ids[position] {
-            throw foreignEnvelope(
+            throw reading.foreignEnvelope(
               id: ids[position] ?? "?", from: "another container's mailbox '\(name)'", doing: "acknowledged")
           }
           totals.messages -= 1
@@ -364,13 +271,6 @@ public final class MailboxReceiver: Sendable {
       try totals.save(db, statements, mailbox: name)
       if prune { try Mailbox.forgetOldAcknowledgedIDs(db, now: now) }
     }
-  }
-
-  /// Drops acknowledged messages read ahead.
-  private func forget<Payload>(_ envelopes: [MailboxEnvelope<Payload>]) {
-    // Closures, not key paths: a key path into a generic type is built at run time, at each call.
-    let acknowledged = Set(envelopes.map { $0.position })
-    reading.withLock { $0.readAhead.removeAll { acknowledged.contains($0.position) } }
   }
 
   /// Hands delivered messages back unacknowledged: this receiver delivers them again, before the
@@ -389,34 +289,22 @@ public final class MailboxReceiver: Sendable {
     guard !envelopes.isEmpty else { return }
     let name = mailbox.name
     let store = mailbox.store
-    if let stranger = envelopes.first(where: { $0.mailbox != name }) {
-      throw foreignEnvelope(id: stranger.id, from: "mailbox '\(stranger.mailbox)'", doing: "handed back")
-    }
-    try reading.withLock { reading throws(LiaisonError) in
-      let waiting = Set(reading.readAhead.map { $0.position })
-      let wanted = envelopes.filter { !waiting.contains($0.position) }
-      let rows = try store.readOneStatement { db in
-        try wanted.compactMap { envelope in
-          try MessageRow.fetch(db, mailbox: name, at: envelope.position, path: store.path).flatMap {
-            $0.id == envelope.id ? $0 : nil  // removed, and the position reused by another container
-          }
+    try reading.checkOwn(envelopes, doing: "handed back")
+    let waiting = reading.waitingPositions
+    let wanted = envelopes.filter { !waiting.contains($0.position) }
+    let rows = try store.readOneStatement { db in
+      try wanted.compactMap { envelope in
+        try MessageRow.fetch(db, mailbox: name, at: envelope.position, path: store.path).flatMap {
+          $0.id == envelope.id ? $0 : nil  // removed, and the position reused by another container
         }
       }
-      reading.readAhead = ArraySlice((reading.readAhead + rows).sorted { $0.position < $1.position })
     }
+    reading.handBack(rows)
   }
 
   /// Hands one delivered message back unacknowledged: see ``redeliver(_:)-([MailboxEnvelope<Payload>])``.
   public func redeliver<Payload>(_ envelope: MailboxEnvelope<Payload>) throws(LiaisonError) {
     try redeliver([envelope])
-  }
-
-  private func foreignEnvelope(id: String, from origin: String, doing verb: String) -> LiaisonError {
-    LiaisonError(
-      .invalidArgument,
-      "The envelope of message '\(id)' was delivered by \(origin), not by mailbox '\(mailbox.name)' of this "
-        + "container: acknowledge (or hand back) each envelope with a receiver of its own mailbox. Nothing was "
-        + "\(verb).")
   }
 
   /// Removes every quarantined message of the mailbox. Their ids are remembered like those of
@@ -539,5 +427,28 @@ extension MailboxReceiver {
   static func rememberAcknowledged(_ db: Database) throws -> Statement {
     try db.cachedStatement(
       sql: "INSERT OR REPLACE INTO mailbox_acknowledged (mailbox, id, acknowledged_at) VALUES (?, ?, ?)")
+  }
+}
+
+/// The folder's part of the receive path: reads from the store, quarantines in it, and waits for
+/// the mailbox's signal.
+extension MailboxReceiver: MailboxReceiveStorage {
+  package func checkReceiving() throws(LiaisonError) { try checkHeld() }
+
+  package func read(after position: Int64, limit: Int) async throws(LiaisonError) -> [MessageRow]? {
+    try readNow(after: position, limit: limit)
+  }
+
+  package func quarantine(_ messages: [QuarantinedMessage]) async throws(LiaisonError) {
+    try await setAside(messages)
+  }
+
+  /// The signal remembers a send between a look and the wait: no mark is needed.
+  package var wakeUpMark: UInt64 { 0 }
+
+  package func waitForSend(after mark: UInt64, until deadline: ContinuousClock.Instant?) async
+    -> SignalWaiter.Outcome
+  {
+    await wakeUps.wait(until: deadline)
   }
 }
