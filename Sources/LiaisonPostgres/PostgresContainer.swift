@@ -31,7 +31,7 @@
   public final class PostgresContainer: Sendable {
     /// The namespace: names of locks, presences and signals are unique within it.
     public let namespace: LiaisonName
-    /// How soon a dead peer is noticed; see ``init(configuration:namespace:detectionBound:logger:maximumIdleConnections:eventLoopGroup:encoder:decoder:)``.
+    /// How soon a dead peer is noticed (``Configuration/detectionBound``).
     public let detectionBound: Duration
     let connector: Connector
     let listener: Listener
@@ -51,20 +51,6 @@
     struct WeakDefaults: @unchecked Sendable {
       weak var defaults: PostgresDefaults?
     }
-
-    /// The default detection bound: 10 seconds.
-    public static let defaultDetectionBound: Duration = .seconds(10)
-
-    /// The default logger: postgres-nio's messages and those of the container's background work,
-    /// at level `critical` only.
-    public static var defaultLogger: Logger {
-      var logger = Logger(label: "liaison.postgres")
-      logger.logLevel = .critical
-      return logger
-    }
-
-    /// The default number of idle connections kept for reuse: 8.
-    public static let defaultMaximumIdleConnections = 8
 
     /// Opens the place at a `postgres://` URL, read with libpq's conventions, as `psql` reads it.
     ///
@@ -124,19 +110,10 @@
     /// - Parameters:
     ///   - url: where the server is, and who connects.
     ///   - namespace: the namespace of the place's names (see ``namespace``).
-    ///   - detectionBound: how soon a dead peer is noticed (see
-    ///     ``init(configuration:namespace:detectionBound:logger:maximumIdleConnections:eventLoopGroup:encoder:decoder:)``).
-    ///   - logger: postgres-nio's logger, and the one of failures in the container's background
-    ///     work (``defaultLogger``: critical messages only).
-    ///   - maximumIdleConnections: how many idle connections are kept for reuse (at least 0).
-    ///   - eventLoopGroup: the SwiftNIO event loops of the container's connections: the
-    ///     application's own, or postgres-nio's shared group (the default). The container
-    ///     neither starts nor shuts it down. (It takes no `PostgresClient`: a pool lends a
-    ///     connection for a closure, while a lock's session must last as long as it is held.)
-    ///   - encoder: makes the `JSONEncoder` of values and payloads (a date or key strategy).
-    ///   - decoder: makes the `JSONDecoder` that reads them back.
+    ///   - configuration: the detection bound, logger, idle connections, event loops and coders
+    ///     (``Configuration``; its defaults when left out).
     /// - Throws: ``/Liaison/LiaisonError/Code/invalidArgument`` for a URL (or a variable) that
-    ///   cannot be read, or a TLS file that is missing or not PEM (`verify-ca` or `verify-full`
+    ///   cannot be read, a configuration out of its range, or a TLS file that is missing or not PEM (`verify-ca` or `verify-full`
     ///   without a root certificate included), or an endpoint that shares sessions between clients
     ///   (a pooler in transaction mode, without `pool_mode=transaction`; in statement mode,
     ///   always); ``/Liaison/LiaisonError/Code/unsafeFile`` for a password
@@ -147,100 +124,46 @@
     ///   ``/Liaison/LiaisonError/Code/incompatibleSchema`` when a later version of Liaison set up
     ///   the database's schema and this one cannot use it (see <doc:MovingToSeveralMachines>).
     public convenience init(
-      url: String, namespace: String, detectionBound: Duration = PostgresContainer.defaultDetectionBound,
-      logger: Logger = PostgresContainer.defaultLogger,
-      maximumIdleConnections: Int = PostgresContainer.defaultMaximumIdleConnections,
-      eventLoopGroup: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup,
-      encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
-      decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+      url: String, namespace: String, configuration: Configuration = Configuration()
     ) async throws(LiaisonError) {
-      try await self.init(
-        url: url, environment: .current, namespace: namespace, detectionBound: detectionBound, logger: logger,
-        maximumIdleConnections: maximumIdleConnections, eventLoopGroup: eventLoopGroup, encoder: encoder,
-        decoder: decoder)
+      try await self.init(url: url, environment: .current, namespace: namespace, configuration: configuration)
     }
 
     /// Opens the place at `url`, read with `environment` rather than this process's (the tests'
-    /// form of ``init(url:namespace:detectionBound:logger:maximumIdleConnections:eventLoopGroup:encoder:decoder:)``).
+    /// form of ``init(url:namespace:configuration:)``).
     convenience init(
-      url: String, environment: ConnectionEnvironment, namespace: String,
-      detectionBound: Duration = PostgresContainer.defaultDetectionBound,
-      logger: Logger = PostgresContainer.defaultLogger,
-      maximumIdleConnections: Int = PostgresContainer.defaultMaximumIdleConnections,
-      eventLoopGroup: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup,
-      encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
-      decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+      url: String, environment: ConnectionEnvironment, namespace: String, configuration: Configuration = Configuration()
     ) async throws(LiaisonError) {
       try await self.init(
         targets: try PostgresURL(url, environment: environment).connectionTargets(), namespace: namespace,
-        detectionBound: detectionBound, logger: logger, maximumIdleConnections: maximumIdleConnections,
-        eventLoopGroup: eventLoopGroup, encoder: encoder, decoder: decoder)
+        configuration: configuration)
     }
 
-    /// Opens the place with a postgres-nio configuration.
-    ///
-    /// - Parameters:
-    ///   - configuration: where the server is, and who connects; Liaison adds its keepalive
-    ///     settings to the startup parameters, and `application_name=liaison` unless they name one.
-    ///   - namespace: the namespace of the place's names (see ``namespace``).
-    ///   - detectionBound: how soon a dead peer is noticed (default 10 s, at least 2 s).
-    ///     A holder whose host dies or whose network is cut loses its locks and claims within
-    ///     this bound (the server ends its session); a waiter then takes the lock, and an
-    ///     observer sees the presence released. The cut-off holder learns of the loss earlier
-    ///     than the server lets another process in. A holder that is killed, or that closes its
-    ///     connection, is noticed at once. Smaller bounds cost more heartbeats: one round trip per held lock or
-    ///     claim every seventh of the bound.
-    ///   - logger: postgres-nio's logger, and the one of failures in the container's background
-    ///     work (``defaultLogger``: critical messages only).
-    ///   - maximumIdleConnections: how many idle connections are kept for reuse (at least 0).
-    ///   - eventLoopGroup: the SwiftNIO event loops of the container's connections: the
-    ///     application's own, or postgres-nio's shared group (the default). The container
-    ///     neither starts nor shuts it down. (It takes no `PostgresClient`: a pool lends a
-    ///     connection for a closure, while a lock's session must last as long as it is held.)
-    ///   - encoder: makes the `JSONEncoder` of values and payloads (a date or key strategy).
-    ///   - decoder: makes the `JSONDecoder` that reads them back.
+    /// Opens the place with a postgres-nio connection configuration: where the server is, and who
+    /// connects. Liaison adds its keepalive settings to the startup parameters, and
+    /// `application_name=liaison` unless they name one.
     public convenience init(
-      configuration: PostgresConnection.Configuration, namespace: String,
-      detectionBound: Duration = PostgresContainer.defaultDetectionBound,
-      logger: Logger = PostgresContainer.defaultLogger,
-      maximumIdleConnections: Int = PostgresContainer.defaultMaximumIdleConnections,
-      eventLoopGroup: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup,
-      encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
-      decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+      connection: PostgresConnection.Configuration, namespace: String, configuration: Configuration = Configuration()
     ) async throws(LiaisonError) {
       try await self.init(
-        targets: ConnectionTargets(targets: [ConnectionTarget(configuration: configuration)]), namespace: namespace,
-        detectionBound: detectionBound, logger: logger, maximumIdleConnections: maximumIdleConnections,
-        eventLoopGroup: eventLoopGroup, encoder: encoder, decoder: decoder)
+        targets: ConnectionTargets(targets: [ConnectionTarget(configuration: connection)]), namespace: namespace,
+        configuration: configuration)
     }
 
     /// Opens the place on the first of `targets` that fits.
-    init(
-      targets: ConnectionTargets, namespace: String, detectionBound: Duration, logger: Logger,
-      maximumIdleConnections: Int, eventLoopGroup: any EventLoopGroup, encoder: @escaping @Sendable () -> JSONEncoder,
-      decoder: @escaping @Sendable () -> JSONDecoder
-    ) async throws(LiaisonError) {
-      guard detectionBound >= .seconds(2) else {
-        throw LiaisonError(
-          .invalidArgument,
-          "The detection bound \(detectionBound) is too short: give 2 seconds or more (the default is 10 seconds).")
-      }
-      guard maximumIdleConnections >= 0 else {
-        throw LiaisonError(
-          .invalidArgument,
-          "The maximum number of idle connections is \(maximumIdleConnections): give 0 or more (the default is "
-            + "\(Self.defaultMaximumIdleConnections)).")
-      }
+    init(targets: ConnectionTargets, namespace: String, configuration: Configuration) async throws(LiaisonError) {
+      try configuration.check()
       self.namespace = try LiaisonName(namespace)
-      self.detectionBound = detectionBound
+      detectionBound = configuration.detectionBound
       connector = Connector(
-        targets: targets, timing: DetectionTiming(bound: detectionBound), logger: logger,
-        maximumIdle: maximumIdleConnections, eventLoopGroup: eventLoopGroup)
+        targets: targets, timing: DetectionTiming(bound: configuration.detectionBound), logger: configuration.logger,
+        maximumIdle: configuration.maximumIdleConnections, eventLoopGroup: configuration.eventLoopGroup,
+        clock: configuration.clock)
       senderID = UInt64.random(in: 1...UInt64.max)
       host = ProcessInfo.processInfo.hostName
       listener = Listener(connector: connector)
-      makeEncoder = encoder
-      makeDecoder = decoder
+      makeEncoder = configuration.encoder
+      makeDecoder = configuration.decoder
       do {
         try await connector.checkSessionsAreOwn()
         try await Schema.create(connector)
@@ -328,6 +251,81 @@
       async throws(LiaisonError) -> [PostgresRow]
     {
       try await connector.query(query, doing: what, committing: committing)
+    }
+  }
+
+  extension PostgresContainer {
+    /// How a container behaves, beyond where it connects: each setting has a default, so give
+    /// only what differs.
+    ///
+    /// ```swift
+    /// let place = try await PostgresContainer(
+    ///   url: "postgres://app@db.internal/app", namespace: "billing",
+    ///   configuration: .init(detectionBound: .seconds(5), logger: logger))
+    /// ```
+    public struct Configuration: Sendable {
+      /// How soon a dead peer is noticed (10 seconds by default, at least 2). A holder whose host
+      /// dies or whose network is cut loses its locks and claims within this bound (the server
+      /// ends its session); a waiter then takes the lock, and an observer sees the presence
+      /// released. The cut-off holder learns of the loss earlier than the server lets another
+      /// process in. A holder that is killed, or that closes its connection, is noticed at once.
+      /// Smaller bounds cost more heartbeats: one round trip per held lock or claim every seventh
+      /// of the bound.
+      public var detectionBound: Duration
+      /// postgres-nio's logger, and the one of failures in the container's background work
+      /// (by default, critical messages only).
+      public var logger: Logger
+      /// How many idle connections are kept for reuse (8 by default, at least 0).
+      public var maximumIdleConnections: Int
+      /// The SwiftNIO event loops of the container's connections: the application's own, or
+      /// postgres-nio's shared group (the default). The container neither starts nor shuts it
+      /// down. (It takes no `PostgresClient`: a pool lends a connection for a closure, while a
+      /// lock's session must last as long as it is held.)
+      public var eventLoopGroup: any EventLoopGroup
+      /// Makes the `JSONEncoder` of values and payloads (a date or key strategy).
+      public var encoder: @Sendable () -> JSONEncoder
+      /// Makes the `JSONDecoder` that reads them back.
+      public var decoder: @Sendable () -> JSONDecoder
+      /// The clock of the container's timed decisions (a manual one in the tests).
+      package var clock: LiaisonClock = .system
+
+      /// The settings given, and the defaults for the others.
+      public init(
+        detectionBound: Duration = .seconds(10), logger: Logger = Configuration.quietLogger,
+        maximumIdleConnections: Int = 8,
+        eventLoopGroup: any EventLoopGroup = PostgresConnection.defaultEventLoopGroup,
+        encoder: @escaping @Sendable () -> JSONEncoder = { JSONEncoder() },
+        decoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() }
+      ) {
+        self.detectionBound = detectionBound
+        self.logger = logger
+        self.maximumIdleConnections = maximumIdleConnections
+        self.eventLoopGroup = eventLoopGroup
+        self.encoder = encoder
+        self.decoder = decoder
+      }
+
+      /// The default logger: postgres-nio's messages and those of the container's background
+      /// work, at level `critical` only.
+      public static var quietLogger: Logger {
+        var logger = Logger(label: "liaison.postgres")
+        logger.logLevel = .critical
+        return logger
+      }
+
+      /// Throws ``/Liaison/LiaisonError/Code/invalidArgument`` for a setting out of its range.
+      func check() throws(LiaisonError) {
+        guard detectionBound >= .seconds(2) else {
+          throw LiaisonError(
+            .invalidArgument,
+            "The detection bound \(detectionBound) is too short: give 2 seconds or more (the default is 10 seconds).")
+        }
+        guard maximumIdleConnections >= 0 else {
+          throw LiaisonError(
+            .invalidArgument,
+            "The maximum number of idle connections is \(maximumIdleConnections): give 0 or more (the default is 8).")
+        }
+      }
     }
   }
 

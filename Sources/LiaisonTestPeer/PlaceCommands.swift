@@ -24,7 +24,8 @@ let place: any CoordinationStore = {
       do {
         return .success(
           try await PostgresContainer(
-            url: parts[0], namespace: parts.count > 1 ? parts[1] : "test", detectionBound: .seconds(bound)))
+            url: parts[0], namespace: parts.count > 1 ? parts[1] : "test",
+            configuration: .init(detectionBound: .seconds(bound))))
       } catch {
         return .failure(error)
       }

@@ -176,7 +176,8 @@ import Foundation
           var opened: PostgresContainer?
           for attempt in 1...100 {
             do {
-              opened = try await PostgresContainer(url: parts[0], namespace: parts[1], detectionBound: .seconds(2))
+              opened = try await PostgresContainer(
+                url: parts[0], namespace: parts[1], configuration: .init(detectionBound: .seconds(2)))
               break
             } catch let error as LiaisonError where error.code == .unavailable && attempt < 100 {
               note("e \(error.code)")

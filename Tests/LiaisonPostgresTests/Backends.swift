@@ -80,7 +80,7 @@
     /// lease was rightly given up. The places here are never killed, so a longer bound costs no
     /// test time.
     private var detectionBound: Duration {
-      backend == .pooled ? .seconds(30) : PostgresContainer.defaultDetectionBound
+      backend == .pooled ? .seconds(30) : PostgresContainer.Configuration().detectionBound
     }
 
     /// The place, opened in this process.
@@ -89,7 +89,7 @@
       case .local: return try SharedContainer(directory: spec)
       case .postgres, .pooled:
         return try await PostgresContainer(
-          url: url!, namespace: namespace, detectionBound: detectionBound ?? self.detectionBound)
+          url: url!, namespace: namespace, configuration: .init(detectionBound: detectionBound ?? self.detectionBound))
       }
     }
 
@@ -103,7 +103,8 @@
       case .local: return try SharedContainer(directory: spec, encoder: encoder, decoder: decoder)
       case .postgres, .pooled:
         return try await PostgresContainer(
-          url: url!, namespace: namespace, detectionBound: detectionBound, encoder: encoder, decoder: decoder)
+          url: url!, namespace: namespace,
+          configuration: .init(detectionBound: detectionBound, encoder: encoder, decoder: decoder))
       }
     }
 

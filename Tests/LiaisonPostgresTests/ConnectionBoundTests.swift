@@ -30,7 +30,7 @@
       let namespace = "bound-\(UInt32.random(in: 0...UInt32.max))"
       let holderPlace = try await PostgresContainer(url: BackendPlace.url(server), namespace: namespace)
       let waiterPlace = try await PostgresContainer(
-        url: BackendPlace.url(server), namespace: namespace, maximumIdleConnections: 1)
+        url: BackendPlace.url(server), namespace: namespace, configuration: .init(maximumIdleConnections: 1))
       let name = try LiaisonName("busy")
       let held = try await holderPlace.lock("busy").lock()
       let waiters = 200
@@ -84,7 +84,8 @@
       let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
       let loop = group.next()
       let place = try await PostgresContainer(
-        url: BackendPlace.url(server), namespace: "loops-\(UInt32.random(in: 0...UInt32.max))", eventLoopGroup: group)
+        url: BackendPlace.url(server), namespace: "loops-\(UInt32.random(in: 0...UInt32.max))",
+        configuration: .init(eventLoopGroup: group))
       let connection = try await place.connector.take()
       #expect(connection.eventLoop === loop)
       place.connector.giveBack(connection)

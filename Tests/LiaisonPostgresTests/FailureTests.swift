@@ -221,7 +221,7 @@
     func withLockCancelsItsBodyWhenTheLockIsLost() async throws {
       let server = try PostgresTestServer.start()
       let place = try await PostgresContainer(
-        url: BackendPlace.url(server), namespace: "withlock", detectionBound: .seconds(10))
+        url: BackendPlace.url(server), namespace: "withlock", configuration: .init(detectionBound: .seconds(10)))
       let (started, entered) = AsyncStream.makeStream(of: Void.self)
       let running = Task {
         try await place.lock("job").withLock {

@@ -36,7 +36,7 @@
       }
       // A bound long enough that the wait for the standby is not taken for a dead server.
       let place = try await PostgresContainer(
-        url: BackendPlace.url(server), namespace: "durable", detectionBound: .seconds(120))
+        url: BackendPlace.url(server), namespace: "durable", configuration: .init(detectionBound: .seconds(120)))
       try await place.signal("ordinary").post(state: 1)
       let grant = Task(executorPreference: thread) { try await place.lock("job").tryLock() }
       // A bound for failure, long enough for a sanitizer's whole-suite run.
@@ -68,7 +68,7 @@
       let server = try PostgresTestServer.start()
       defer { server.remove() }
       let place = try await PostgresContainer(
-        url: BackendPlace.url(server), namespace: "durable", detectionBound: .seconds(120))
+        url: BackendPlace.url(server), namespace: "durable", configuration: .init(detectionBound: .seconds(120)))
       let lock = try place.lock("job")
       // The lock's row, registered first in this process: only the grant's commit waits for the
       // standby (a registration's `nextval` would too).

@@ -257,7 +257,7 @@
       let (server, bouncer) = try Self.serverBehindPooler(.transaction)
       defer { Self.remove(server, bouncer) }
       let place = try await PostgresContainer(
-        url: Self.leaseURL(bouncer), namespace: namespace, detectionBound: .seconds(20))
+        url: Self.leaseURL(bouncer), namespace: namespace, configuration: .init(detectionBound: .seconds(20)))
       let held = try await place.lock("job").lock()
       let restartedAt = try server.psql("SELECT clock_timestamp()")
       try bouncer.restart()
@@ -282,7 +282,7 @@
       defer { Self.remove(server, bouncer) }
       let namespace = namespace
       let pooled = try await PostgresContainer(
-        url: Self.leaseURL(bouncer), namespace: namespace, detectionBound: .seconds(5))
+        url: Self.leaseURL(bouncer), namespace: namespace, configuration: .init(detectionBound: .seconds(5)))
       let direct = try await PostgresContainer(url: BackendPlace.url(server), namespace: namespace)
       let held = try await pooled.lock("job").lock()
       let firstToken = try await held.fencingToken()

@@ -16,7 +16,7 @@
     ) async throws -> PostgresContainer {
       let server = try PostgresTestServer.shared.get()
       return try await PostgresContainer(
-        url: BackendPlace.url(server), namespace: namespace, encoder: encoder, decoder: decoder)
+        url: BackendPlace.url(server), namespace: namespace, configuration: .init(encoder: encoder, decoder: decoder))
     }
 
     /// A transaction in one container holds the domain's write lock (the row of its generation)

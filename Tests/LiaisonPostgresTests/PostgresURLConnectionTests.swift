@@ -145,7 +145,7 @@
       await byDefault.close()
       // A postgres-nio configuration that names no application gets `liaison` too.
       let configured = try await PostgresContainer(
-        configuration: try PostgresURL(BackendPlace.url(server), environment: environment()).configuration(),
+        connection: try PostgresURL(BackendPlace.url(server), environment: environment()).configuration(),
         namespace: "url-\(UInt32.random(in: 0...UInt32.max))")
       #expect(try await applicationName(configured) == "liaison")
       await configured.close()
@@ -264,7 +264,8 @@
     func connectedPort(_ url: String) async throws -> Int {
       let targets = try PostgresURL(url, environment: environment()).connectionTargets()
       let connector = Connector(
-        targets: targets, timing: DetectionTiming(bound: .seconds(10)), logger: PostgresContainer.defaultLogger,
+        targets: targets, timing: DetectionTiming(bound: .seconds(10)),
+        logger: PostgresContainer.Configuration.quietLogger,
         maximumIdle: 0)
       do {
         let connection = try await connector.connect()

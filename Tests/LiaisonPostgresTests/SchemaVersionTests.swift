@@ -215,7 +215,7 @@
       while try later.readLine() != "held" {}
       // A bound long enough that the wait for the lock is not taken for a dead server.
       let opening = Task(executorPreference: thread) {
-        try await PostgresContainer(url: url, namespace: "fleet", detectionBound: .seconds(60))
+        try await PostgresContainer(url: url, namespace: "fleet", configuration: .init(detectionBound: .seconds(60)))
       }
       // A bound for failure, long enough for a sanitizer's whole-suite run.
       try await waitUntilOffThePool("this host's setup waits for the later host's lock", timeout: 300) {
@@ -262,11 +262,13 @@
         let ended = Locked(0)
         let upgrade = Task(executorPreference: thread) {
           defer { ended.withLock { $0 += 1 } }
-          return try await PostgresContainer(url: url, namespace: "fleet", detectionBound: .seconds(60))
+          return try await PostgresContainer(
+            url: url, namespace: "fleet", configuration: .init(detectionBound: .seconds(60)))
         }
         let other = Task(executorPreference: thread) {
           defer { ended.withLock { $0 += 1 } }
-          let place = try await PostgresContainer(url: url, namespace: "other", detectionBound: .seconds(60))
+          let place = try await PostgresContainer(
+            url: url, namespace: "other", configuration: .init(detectionBound: .seconds(60)))
           let lock = try #require(try await place.lock("job").tryLock())
           await lock.unlock()
           return place

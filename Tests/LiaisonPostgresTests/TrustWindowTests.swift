@@ -17,7 +17,8 @@
         host: "127.0.0.1", port: 1, username: "nobody", password: nil, database: nil, tls: .disable)
       let connector = Connector(
         targets: ConnectionTargets(targets: [ConnectionTarget(configuration: refusing)]),
-        timing: DetectionTiming(bound: .seconds(10)), logger: PostgresContainer.defaultLogger, maximumIdle: 0,
+        timing: DetectionTiming(bound: .seconds(10)), logger: PostgresContainer.Configuration.quietLogger,
+        maximumIdle: 0,
         clock: manual.clock)
       let lease = HeldLease(
         kind: .lock(id: 1, mode: .exclusive), holder: "test", sent: manual.now, connector: connector,
