@@ -21,6 +21,25 @@
       }
     }
 
+    /// A setting out of its range is refused before anything connects, naming the setting and
+    /// the range (the URL points at a port nothing listens on: nothing is tried).
+    @Test func aConfigurationOutOfItsRangeIsRefused() async {
+      func refusal(_ configuration: PostgresContainer.Configuration) async -> LiaisonError? {
+        do throws(LiaisonError) {
+          let place = try await PostgresContainer(
+            url: "postgres://app@127.0.0.1:1/app", namespace: "settings", configuration: configuration)
+          await place.close()
+          return nil
+        } catch {
+          return error
+        }
+      }
+      let short = await refusal(.init(detectionBound: .seconds(1)))
+      #expect(short?.code == .invalidArgument && short?.message.contains("give 2 seconds or more") == true)
+      let negative = await refusal(.init(maximumIdleConnections: -1))
+      #expect(negative?.code == .invalidArgument && negative?.message.contains("give 0 or more") == true)
+    }
+
     @Test func everyPartIsRead() throws {
       let url = try PostgresURL("postgresql://app%40corp:p%3Ass%2Fw@db.example.com:6543/my%20db?sslmode=require")
       #expect(url.user == "app@corp" && url.password == "p:ss/w")
