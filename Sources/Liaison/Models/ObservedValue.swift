@@ -38,7 +38,10 @@ public final class ObservedValue<Defaults: CoordinationDefaults, Value: Codable 
   @ObservationIgnored package private(set) var updateCount = 0
   @ObservationIgnored private let following = ModelFollowing()
   /// The last write, which the next one waits for, so that writes reach the store in order.
-  @ObservationIgnored private var lastWrite: Task<Void, any Error>?
+  @ObservationIgnored private var lastWrite: Task<Void, Never>?
+  /// How many of this model's writes have not returned yet: meanwhile ``value`` shows the last
+  /// one, and what the model reads for another process's write waits for their end.
+  @ObservationIgnored private var writesInFlight = 0
 
   /// Follows `key` in `defaults`: reads its value now, and again after every write.
   ///
@@ -62,14 +65,8 @@ public final class ObservedValue<Defaults: CoordinationDefaults, Value: Codable 
     following.start { [weak self] in
       do {
         for try await _ in changes {
-          let read: Result<Value?, LiaisonError>
-          do throws(LiaisonError) {
-            read = .success(try await defaults.get(key))
-          } catch {
-            read = .failure(error)
-          }
           // Through the weak reference: the rest below must not keep a released model alive.
-          if await self?.show(read) == nil { return }
+          if await self?.showStored() == nil { return }
           await ModelFollowing.rest(updateInterval, on: clock)
         }
       } catch {
@@ -79,57 +76,114 @@ public final class ObservedValue<Defaults: CoordinationDefaults, Value: Codable 
   }
 
   /// Writes `newValue` for every process (`nil` removes the value), after the writes this model
-  /// started before it; ``value`` shows it once it is stored.
+  /// started before it. ``value`` shows it at once; once the store has answered, ``value`` shows
+  /// the store's value: this write's, or a later one of another process. A refused write (a
+  /// value over the size limit, a timeout) shows in ``error``, and ``value`` goes back to the
+  /// store's.
   ///
-  /// A view calls it without `await` and reads a failure in ``error``; code that must know awaits
-  /// the returned task: `try await theme.set("dark").value` throws the ``LiaisonError``.
+  /// A view calls it without `await`; code that must know awaits the returned task:
+  /// `try await theme.set("dark").value` throws the ``LiaisonError``.
   @discardableResult
   public func set(_ newValue: Value?) -> Task<Void, any Error> {
-    let (defaults, key, previous) = (defaults, key, lastWrite)
-    let write = Task { @MainActor [weak self] in
-      _ = await previous?.result
-      do throws(LiaisonError) {
-        if let newValue {
-          try await defaults.set(newValue, for: key, timeout: nil)
-        } else {
-          try await defaults.remove(key, timeout: nil)
-        }
-        self?.show(.success(newValue))
-      } catch {
-        self?.error = error
-        throw error
+    show(.success(newValue))
+    let (defaults, key) = (defaults, key)
+    return write {
+      if let newValue {
+        try await defaults.set(newValue, for: key, timeout: nil)
+      } else {
+        try await defaults.remove(key, timeout: nil)
       }
     }
-    lastWrite = write
-    return write
   }
 
   /// Replaces the value with `transform(old)` atomically across processes (see
-  /// ``CoordinationDefaults/update(_:timeout:isolation:_:)``), on the main actor; returns the
-  /// new value, which ``value`` shows.
+  /// ``CoordinationDefaults/update(_:timeout:isolation:_:)``), after the writes this model started
+  /// before it; returns the new value. `transform` runs off the main actor, while the store holds
+  /// the domain's write lock: a busy main thread never holds up other processes' writes.
   ///
   /// - Throws: what `transform` throws (nothing is written then), or a ``LiaisonError``.
   @discardableResult
-  public func update(_ transform: (Value?) throws -> Value?) async throws -> Value? {
-    _ = await lastWrite?.result
-    do {
-      let updated = try await defaults.update(key, timeout: nil, isolation: MainActor.shared, transform)
-      show(.success(updated))
-      return updated
-    } catch let error as LiaisonError {
-      self.error = error
-      throw error
-    }
+  public func update(_ transform: @escaping @Sendable (Value?) throws -> Value?) async throws -> Value? {
+    let (defaults, key) = (defaults, key)
+    let updated = Locked<Value?>(nil)
+    try await write {
+      let new = try await defaults.update(key, timeout: nil, isolation: nil, transform)
+      updated.withLock { $0 = new }
+    }.value
+    return updated.withLock { $0 }
   }
 
-  private func show(_ read: Result<Value?, LiaisonError>) {
+  /// Runs `body` (a write to the store) after this model's earlier writes, off the main actor,
+  /// then shows the store's value once no write of this model is in flight.
+  private func write(_ body: @escaping @Sendable () async throws -> Void) -> Task<Void, any Error> {
+    let previous = lastWrite
+    writesInFlight += 1
+    let task = Task.detached { [weak self] in
+      await previous?.value
+      do {
+        try await body()
+      } catch {
+        // What `update`'s transform throws is the caller's to read; the store's refusals show.
+        await self?.finishWrite(failure: error as? LiaisonError)
+        throw error
+      }
+      await self?.finishWrite(failure: nil)
+    }
+    lastWrite = Task { _ = await task.result }
+    return task
+  }
+
+  /// One write of this model returned: after the last in flight, the value shows what the store
+  /// has now (an older completion never hides a later write of another process).
+  private func finishWrite(failure: LiaisonError?) async {
+    writesInFlight -= 1
+    if let failure { error = failure }
+    guard writesInFlight == 0 else { return }
+    await showStored(keepingError: failure != nil)
+  }
+
+  /// Reads the key from the store and shows it, unless a write of this model is in flight (its
+  /// end reads again). Returns nothing: a `Void?` that the following task reads as "the model is
+  /// still there".
+  private func showStored(keepingError: Bool = false) async {
+    guard writesInFlight == 0 else { return }
+    let read: Result<Value?, LiaisonError>
+    do throws(LiaisonError) {
+      read = .success(try await defaults.get(key))
+    } catch {
+      read = .failure(error)
+    }
+    // A write may have begun while the store was read: it shows its own value, then reads again.
+    guard writesInFlight == 0 else { return }
+    show(read, keepingError: keepingError)
+  }
+
+  /// Shows `read`: a value only when it differs from the one shown (an `Equatable` value; any
+  /// other is shown each time), so that a write to another key of the domain redraws nothing.
+  private func show(_ read: Result<Value?, LiaisonError>, keepingError: Bool = false) {
     switch read {
     case .success(let newValue):
-      value = newValue
-      updateCount += 1
-      error = nil
+      if !Self.same(value, newValue) {
+        value = newValue
+        updateCount += 1
+      }
+      if !keepingError, error != nil { error = nil }
     case .failure(let failure):
       error = failure
     }
   }
+
+  /// Whether `a` and `b` are the same value: both `nil`, or equal values of an `Equatable` type.
+  private static func same(_ a: Value?, _ b: Value?) -> Bool {
+    switch (a, b) {
+    case (nil, nil): return true
+    case (let a?, let b?): return (a as? any Equatable)?.isEqual(to: b) ?? false
+    default: return false
+    }
+  }
+}
+
+extension Equatable {
+  /// Whether `other` is a value of this type equal to this one.
+  fileprivate func isEqual(to other: Any) -> Bool { (other as? Self) == self }
 }
