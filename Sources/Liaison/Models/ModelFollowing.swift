@@ -55,3 +55,11 @@ package protocol ClockedPart {
   /// The clock of the part's place.
   var clock: LiaisonClock { get }
 }
+
+/// A part whose place can be suspended (a folder's: `suspend()` and `resume()`): a model whose
+/// part was ended by a suspension waits for the resumption, then follows the part again.
+package protocol SuspendablePart {
+  /// Returns once the part's place is not suspended (at once when it is not), or when the task
+  /// is cancelled.
+  func waitUntilResumed() async
+}

@@ -557,3 +557,20 @@ private func foreignRow(_ path: String) -> LiaisonError {
       + "process of the container and move the store aside to keep its data; a new one is made on next use.",
     path: path)
 }
+
+extension Mailbox: SuspendablePart {
+  package func waitUntilResumed() async {
+    let resumed = Locked<CheckedContinuation<Void, Never>?>(nil)
+    await withTaskCancellationHandler {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        resumed.withLock { $0 = continuation }
+        if Task.isCancelled { resumed.withLock { $0.take() }?.resume() }
+        // The action stays with the container until its resume if the task is cancelled first;
+        // it then finds the continuation gone and does nothing.
+        container.afterResume { resumed.withLock { $0.take() }?.resume() }
+      }
+    } onCancel: {
+      resumed.withLock { $0.take() }?.resume()
+    }
+  }
+}
