@@ -40,9 +40,9 @@ func reloadWidgets() {}
 @MainActor func followForAWidget(_ container: SharedContainer) async throws {
   // snippet.show
   // snippet.widget
-  // In the app: a widget's timeline reload for each burst of the share extension's posts, not
-  // for each post (WidgetKit budgets reloads): one update per 15 minutes at most.
-  let saved = try await ObservedSignal(try container.signal("links-saved"), updateInterval: .seconds(15 * 60))
+  // In the app, in the foreground (where WidgetKit does not count reloads): a reload after each
+  // update of the share extension's signal. The extension reloads the widget itself after it saves.
+  let saved = try await ObservedSignal(try container.signal("links-saved"))
   reloadWidgets(afterEachUpdateOf: saved)
   // snippet.end
   // snippet.hide
@@ -51,9 +51,9 @@ func reloadWidgets() {}
 // snippet.show
 // snippet.widget-reload
 @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
-@MainActor func reloadWidgets<Signal>(afterEachUpdateOf saved: ObservedSignal<Signal>) {
+@MainActor func reloadWidgets<Part>(afterEachUpdateOf saved: ObservedSignal<Part>) {
   withObservationTracking {
-    _ = saved.state
+    _ = saved.sequence  // every post changes it; a plain `post()` keeps `state`
   } onChange: {
     Task { @MainActor in
       reloadWidgets()  // WidgetCenter.shared.reloadTimelines(ofKind: "Links")
@@ -67,8 +67,8 @@ func reloadWidgets() {}
   // snippet.show
   // snippet.views
   @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
-  struct RecordingBadge<Presence: CoordinationPresence>: View {
-    let recording: ObservedPresence<Presence>
+  struct RecordingBadge<Part: CoordinationPresence>: View {
+    let recording: ObservedPresence<Part>
 
     var body: some View {
       if recording.isActive { Label("Recording", systemImage: "record.circle") }
@@ -76,8 +76,8 @@ func reloadWidgets() {}
   }
 
   @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
-  struct LinksList<Mailbox: CoordinationMailbox>: View {
-    let links: ObservedInbox<Mailbox, SavedLink>
+  struct LinksList<Inbox: CoordinationMailbox>: View {
+    let links: ObservedInbox<Inbox, SavedLink>
 
     var body: some View {
       List(links.messages, id: \.id) { envelope in

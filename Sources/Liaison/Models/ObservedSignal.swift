@@ -11,8 +11,11 @@ import Observation  // @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0,
 ///
 /// ```swift
 /// let notes = try await ObservedSignal(try place.signal("notes-changed"))
-/// List(store.notes(since: notes.state)) { … }   // redrawn after every post
+/// List(store.notes()) { … }.id(notes.sequence)   // redrawn after every post
 /// ```
+///
+/// Follow ``sequence`` to act on every post: a plain `post()` keeps ``state``, and a view that
+/// reads only `state` is not redrawn for it.
 ///
 /// Posts coalesce as a signal's notifications do: a burst is one update showing the latest
 /// state. The model follows the signal until it is released: then its task ends, and so does
