@@ -380,15 +380,19 @@ final class StoreDatabase: Sendable {
       generations.increment(slot)  // odd: in flight
     }
     defer { if let slot { generations.increment(slot) } }  // even: committed or rolled back
-    let result = try translatingErrors {
-      try pool.writeWithoutTransaction { db in
+    // GRDB's generic write is not specialized: what it returns is the commit's count, a UInt64,
+    // and `body`'s result is kept here, where `T` is known (a tuple of `T` went through the
+    // runtime's tuple witnesses, a few hundred instructions per write).
+    var result: T?
+    let commits = try translatingErrors {
+      try pool.writeWithoutTransaction { db -> UInt64 in
         // BEGIN and COMMIT as statements held per connection: GRDB's `inTransaction` compiles both at
         // each call.
         try statements.held(Self.begin, in: db).execute()
         // The system's error number is read before the rollback, which may clear it.
         do {
-          return try Self.withSystemErrno(db) {
-            let result = try body(db)
+          return try Self.withSystemErrno(db) { () -> UInt64 in
+            let value = try body(db)
             guard db.isInsideTransaction else {
               // SQLite rolled back by itself after an error that `body` caught and did not pass on.
               throw DatabaseError(resultCode: .SQLITE_ABORT, message: "the transaction was rolled back after an error")
@@ -400,7 +404,8 @@ final class StoreDatabase: Sendable {
             }
             try deletionGuard.check()
             try statements.held(Self.commit, in: db).execute()
-            return (result, commits)
+            result = value
+            return commits
           }
         } catch {
           try? db.rollback()
@@ -409,8 +414,8 @@ final class StoreDatabase: Sendable {
       }
     }
     committed = true
-    if recordsCommits { generations.commitRecord.commits = result.1 }
-    return result.0
+    if recordsCommits { generations.commitRecord.commits = commits }
+    return result!
   }
 
   /// Interrupts the statements running on the store's connections, as ``/Liaison/SharedContainer/suspend()``
