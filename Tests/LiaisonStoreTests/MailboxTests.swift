@@ -430,12 +430,10 @@ extension MailboxTests {
   @Test func suspendingTheContainerEndsAWaitingReceive() async throws {
     let container = try SharedContainer(directory: directory.path)
     let receiver = try await container.mailbox("idle").receiver()
-    let started = Locked(false)
     let waiting = Task {
       // A bound for failure (a receive that goes on waiting), not for speed: 10 s passed under
       // AddressSanitizer with every suite running beside it.
       try await within(seconds: 60) { () async -> LiaisonError.Code? in
-        started.withLock { $0 = true }
         do {
           _ = try await receiver.receive(String.self)
           return nil
@@ -446,10 +444,8 @@ extension MailboxTests {
         }
       }
     }
-    // Not synchronisation: the test passes whether the receive is waiting yet or not; the pause
-    // after its task started makes the waiting case (the one that hung) the usual one.
-    while !started.withLock({ $0 }) { await Task.yield() }
-    try await Task.sleep(for: .milliseconds(50))
+    // The waiting case, the one that hung: the receive is suspended in its wait for a send.
+    try await waitUntilOffThePool("the receive waits for a send") { receiver.waitingForSends == 1 }
     container.suspend()
     defer { try? container.resume() }
     let outcome = try await waiting.value ?? nil

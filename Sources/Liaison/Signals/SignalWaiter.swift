@@ -38,6 +38,9 @@ package final class SignalWaiter: Sendable {
 
   deinit { close() }
 
+  /// How many waits are suspended now, for a post, a deadline, a cancellation or ``close()``.
+  package var waitingCount: Int { state.withLock { $0.waiters.count } }
+
   /// Waits for a post made since the previous wait returned (or since this waiter was made).
   ///
   /// - Returns: `false` when the task was cancelled or the waiter closed.

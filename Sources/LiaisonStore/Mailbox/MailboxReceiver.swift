@@ -57,6 +57,9 @@ public final class MailboxReceiver: Sendable {
       resume: {})
   }
 
+  /// How many receives wait for a send now (the tests wait for a receive to be waiting).
+  package var waitingForSends: Int { wakeUps.waitingCount }
+
   /// Ends this receiver: messages it delivered and did not acknowledge go to the next receiver.
   /// Releasing the receiver does the same.
   public func close() {
