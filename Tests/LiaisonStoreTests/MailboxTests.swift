@@ -412,6 +412,19 @@ extension MailboxTests {
     #expect(try elsewhere.count() == 1)
   }
 
+  /// A message's sending time is the container's wall clock (a manual one here), as are the
+  /// dates of the ids it remembers.
+  @Test func aMessageIsDatedByTheContainersClock() async throws {
+    let manual = ManualClock(wallStart: 1_000_000)
+    let container = try SharedContainer(directory: directory.path, clock: manual.clock)
+    let mailbox = try await container.mailbox("inbox")
+    try await mailbox.send("first")
+    manual.advance(by: .seconds(90))
+    try await mailbox.send("second")
+    let received = try mailbox.receiver().receiveAvailable(String.self)
+    #expect(received.map(\.sentAt) == [Date(timeIntervalSince1970: 1_000_000), Date(timeIntervalSince1970: 1_000_090)])
+  }
+
   /// `messages()` reads ahead a batch; leaving the loop must not make the rest of that batch
   /// invisible to this receiver (they would wait until the next receiver, i.e. the next launch).
   @Test func leavingAMessagesLoopKeepsTheMessagesItReadAhead() async throws {
@@ -426,11 +439,14 @@ extension MailboxTests {
   }
 
   /// `suspend()` gives the receiver's lock up; a receive already waiting must end then, with
-  /// `suspended`, rather than sleep on until the next send.
+  /// `suspended`, rather than sleep on until the next send. The receive runs on a thread of its
+  /// own: the cooperative pool, which the synchronous suites beside it keep busy, once left it
+  /// unstarted for over a minute.
+  @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
   @Test func suspendingTheContainerEndsAWaitingReceive() async throws {
     let container = try SharedContainer(directory: directory.path)
     let receiver = try await container.mailbox("idle").receiver()
-    let waiting = Task {
+    let waiting = Task(executorPreference: OwnThreadExecutor()) {
       // A bound for failure (a receive that goes on waiting), not for speed: 10 s passed under
       // AddressSanitizer with every suite running beside it.
       try await within(seconds: 60) { () async -> LiaisonError.Code? in
@@ -445,7 +461,7 @@ extension MailboxTests {
       }
     }
     // The waiting case, the one that hung: the receive is suspended in its wait for a send.
-    try await waitUntilOffThePool("the receive waits for a send") { receiver.waitingForSends == 1 }
+    try await waitUntilOffThePool("the receive waits for a send", timeout: 300) { receiver.waitingForSends == 1 }
     container.suspend()
     defer { try? container.resume() }
     let outcome = try await waiting.value ?? nil
