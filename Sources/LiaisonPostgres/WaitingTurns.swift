@@ -21,7 +21,9 @@
     private struct State: Sendable {
       var queues: [LiaisonName: Queue] = [:]
       /// The timers that end waits at their deadlines, by waiter; cancelled when the wait ends
-      /// (the turn came, the deadline passed, or the task was cancelled), and awaited by it.
+      /// (the turn came, the deadline passed, or the task was cancelled). Not awaited: a timer is
+      /// a task of the cooperative pool, and a hand-over must not wait for a thread of a pool that
+      /// other work keeps busy (200 waiters on their own executor timed out so, one by one).
       var timers: [Int: Task<Void, Never>] = [:]
       var nextID = 0
     }
@@ -50,7 +52,7 @@
         state.nextID += 1
         return state.nextID
       }
-      // The wait owns its timer: cancelled and awaited before it returns or throws.
+      // The wait owns its timer: cancelled, and forgotten, before it returns or throws.
       defer { state.withLock { _ = $0.timers.removeValue(forKey: id) } }
       var ending: Ending?
       do {
@@ -96,10 +98,7 @@
       } catch {
         ending = .cancelled
       }
-      if let timer = state.withLock({ $0.timers[id] }) {
-        timer.cancel()
-        await timer.value
-      }
+      state.withLock { $0.timers[id] }?.cancel()
       if let ending { throw ending }
       return waited
     }

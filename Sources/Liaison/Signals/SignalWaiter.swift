@@ -67,7 +67,8 @@ package final class SignalWaiter: Sendable {
     }
     // The deadline ends the wait as a cancellation would, and is remembered as the reason.
     let timedOut = Locked(false)
-    // Owned by the wait: cancelled and awaited before it returns.
+    // Owned by the wait: cancelled before it returns (not awaited: the timer is a task of the
+    // cooperative pool, which a waiter on an executor of its own must not wait for).
     let timer = deadline.map { [state, clock] deadline in
       Task {
         guard (try? await clock.sleep(until: deadline)) != nil else { return }
@@ -105,7 +106,6 @@ package final class SignalWaiter: Sendable {
       waiter?.resume()
     }
     timer?.cancel()
-    await timer?.value
     state.withLock { _ = $0.cancelled.remove(id) }
     if Task.isCancelled || state.withLock({ $0.closed }) { return .ended }
     return timedOut.withLock { $0 } ? .timedOut : .posted
