@@ -150,7 +150,7 @@
         // A Unix-domain socket whose listen queue is full: nothing is under way; try again.
         guard errno == EAGAIN else { break }
         guard ContinuousClock.now < deadline else { return .timedOut }
-        usleep(10_000)
+        usleep(10_000)  // the kernel's clock: a retry of the call while the kernel's listen queue is full
       }
       // Under way (interrupted, it goes on too): wait until it ends.
       guard errno == EINPROGRESS || errno == EINTR else { return currentErrno() }

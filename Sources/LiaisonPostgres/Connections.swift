@@ -597,6 +597,7 @@
       Statements.failWhenClosed(answer, connection)
       let expired = Locked(false)
       if let limit {
+        // The event loop's timer, on the kernel's clock: it must fire where the reply is read.
         let timer = eventLoop.scheduleTask(in: .nanoseconds(Int64(clamping: limit.clampedNanoseconds))) {
           expired.withLock { $0 = true }
           answer.fail(ChannelError.ioOnClosedChannel)

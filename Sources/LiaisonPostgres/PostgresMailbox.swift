@@ -135,7 +135,7 @@
         rows = try await container.connector.write(
           """
           SELECT liaison.mailbox_send(\(container.namespace.rawValue), \(name.rawValue), \(sender),
-            \(Date().timeIntervalSince1970), \(retention), \(ids), \(messages.map(\.givenID)),
+            \(container.connector.clock.wallSeconds), \(retention), \(ids), \(messages.map(\.givenID)),
             \(messages.map { Int16($0.value.kind.rawValue) }), \(messages.map { ByteBuffer(bytes: $0.value.bytes) }))
           """, doing: "send to the mailbox '\(name)'", timeout: timeout)
       } catch  where PostgresErrors.sqlState(error.cause) == MailboxSchema.overLimit {

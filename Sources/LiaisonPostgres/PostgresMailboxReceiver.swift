@@ -150,7 +150,8 @@
         return try await reading.deliver(limit: limit, readAhead: limit, decode: decoder(), from: self)
       }
       let what = "waiting for a message of the mailbox '\(mailbox.name)'"
-      return try await withTimeout(timeout, what) { [self] () async throws(LiaisonError) in
+      return try await withTimeout(timeout, what, on: mailbox.container.connector.clock) {
+        [self] () async throws(LiaisonError) in
         try await reading.receive(limit: limit, readAhead: limit, decode: decoder(), from: self)
       }
     }
@@ -225,10 +226,11 @@
       try checkHeld()
       guard !envelopes.isEmpty else { return }
       try reading.checkOwn(envelopes, doing: "acknowledged")
+      let now = mailbox.container.connector.clock.wallSeconds
       _ = try await run(
         """
         SELECT count(*) FROM liaison.mailbox_remove(\(mailbox.container.namespace.rawValue),
-          \(mailbox.name.rawValue), \(envelopes.map(\.position)), \(envelopes.map(\.id)), \(Date().timeIntervalSince1970))
+          \(mailbox.name.rawValue), \(envelopes.map(\.position)), \(envelopes.map(\.id)), \(now))
         """, doing: "acknowledge messages of the mailbox '\(mailbox.name)'", committing: true, timeout: timeout)
       reading.acknowledged(envelopes)
       forgetting.startIfDue()
@@ -271,10 +273,11 @@
     @discardableResult
     public func removeQuarantined(timeout: Duration? = nil) async throws(LiaisonError) -> Int {
       try checkHeld()
+      let now = mailbox.container.connector.clock.wallSeconds
       let rows = try await run(
         """
         SELECT count(*) FROM liaison.mailbox_remove(\(mailbox.container.namespace.rawValue),
-          \(mailbox.name.rawValue), NULL, NULL, \(Date().timeIntervalSince1970))
+          \(mailbox.name.rawValue), NULL, NULL, \(now))
         """, doing: "remove the quarantined messages of the mailbox '\(mailbox.name)'", committing: true,
         timeout: timeout)
       guard let row = rows.first else { return 0 }
@@ -317,7 +320,7 @@
     package var wakeUpMark: UInt64 { wakeUps.count }
 
     /// Waits for a notification after `mark`; `deadline` is left to the caller's timeout.
-    package func waitForSend(after mark: UInt64, until deadline: ContinuousClock.Instant?) async
+    package func waitForSend(after mark: UInt64, until deadline: LiaisonClock.Instant?) async
       -> SignalWaiter.Outcome
     {
       await wakeUps.wait(after: mark) ? .posted : .ended
@@ -339,8 +342,8 @@
     private let state = Locked(State())
 
     private struct State: Sendable {
-      /// When forgetting is due next.
-      var due = Date.distantPast
+      /// When forgetting is due next (`nil`: now).
+      var due: LiaisonClock.Instant?
       var running = false
     }
 
@@ -348,8 +351,9 @@
 
     /// Starts forgetting in the background, unless it runs or is not yet due.
     func startIfDue() {
+      let clock = mailbox.container.connector.clock
       let start = state.withLock { state -> Bool in
-        guard !state.running, state.due.timeIntervalSinceNow <= 0 else { return false }
+        guard !state.running, state.due.map({ $0 <= clock.now }) ?? true else { return false }
         state.running = true
         return true
       }
@@ -358,7 +362,7 @@
         let finished = await forgetAll()
         state.withLock { state in
           state.running = false
-          state.due = Date(timeIntervalSinceNow: finished ? 3600 : 60)
+          state.due = clock.now + .seconds(finished ? 3600 : 60)
         }
       }
       if started == nil { state.withLock { $0.running = false } }
@@ -367,7 +371,7 @@
     /// Forgets batch after batch until one forgets fewer than ``batch``; whether all were.
     private func forgetAll() async -> Bool {
       let connector = mailbox.container.connector
-      let before = Date().timeIntervalSince1970 - Double(PostgresMailbox.acknowledgedIDRetention.components.seconds)
+      let before = connector.clock.wallSeconds - Double(PostgresMailbox.acknowledgedIDRetention.components.seconds)
       while !Task.isCancelled {
         do {
           let rows = try await connector.query(

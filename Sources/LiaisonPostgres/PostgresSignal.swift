@@ -179,4 +179,9 @@
       stream.makeAsyncIterator()
     }
   }
+
+  extension PostgresSignal: ClockedPart {
+    /// The clock of the signal's container: a timed wait for a post passes on it.
+    package var clock: LiaisonClock { container.connector.clock }
+  }
 #endif

@@ -20,7 +20,10 @@
 
     private struct State: Sendable {
       var queues: [LiaisonName: Queue] = [:]
-      /// The timers that end waits at their deadlines, by waiter; cancelled when the turn comes.
+      /// The timers that end waits at their deadlines, by waiter; cancelled when the wait ends
+      /// (the turn came, the deadline passed, or the task was cancelled). Not awaited: a timer is
+      /// a task of the cooperative pool, and a hand-over must not wait for a thread of a pool that
+      /// other work keeps busy (200 waiters on their own executor timed out so, one by one).
       var timers: [Int: Task<Void, Never>] = [:]
       var nextID = 0
     }
@@ -49,6 +52,9 @@
         state.nextID += 1
         return state.nextID
       }
+      // The wait owns its timer: cancelled, and forgotten, before it returns or throws.
+      defer { state.withLock { _ = $0.timers.removeValue(forKey: id) } }
+      var ending: Ending?
       do {
         try await withTaskCancellationHandler {
           try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -75,9 +81,8 @@
                 self?.end(id, of: key, with: .timedOut)
               }
               let queued = state.withLock { state -> Bool in
-                guard state.queues[key]?.waiters.contains(where: { $0.id == id }) == true else { return false }
                 state.timers[id] = timer
-                return true
+                return state.queues[key]?.waiters.contains(where: { $0.id == id }) == true
               }
               if !queued { timer.cancel() }  // its turn came, or it ended, meanwhile
             }
@@ -88,11 +93,13 @@
         } onCancel: {
           end(id, of: key, with: .cancelled)
         }
-      } catch let ending as Ending {
-        throw ending
+      } catch let caught as Ending {
+        ending = caught
       } catch {
-        throw .cancelled
+        ending = .cancelled
       }
+      state.withLock { $0.timers[id] }?.cancel()
+      if let ending { throw ending }
       return waited
     }
 
@@ -106,7 +113,7 @@
         }
         let next = queue.waiters.removeFirst()
         state.queues[key] = queue  // still taken: by the next waiter
-        return (next, state.timers.removeValue(forKey: next.id))
+        return (next, state.timers[next.id])
       }
       timer?.cancel()
       next?.continuation.resume()
@@ -119,7 +126,7 @@
     private func end(_ id: Int, of key: LiaisonName, with ending: Ending) {
       let (waiter, timer) = state.withLock { state -> (Waiter?, Task<Void, Never>?) in
         guard let index = state.queues[key]?.waiters.firstIndex(where: { $0.id == id }) else { return (nil, nil) }
-        return (state.queues[key]?.waiters.remove(at: index), state.timers.removeValue(forKey: id))
+        return (state.queues[key]?.waiters.remove(at: index), state.timers[id])
       }
       timer?.cancel()
       waiter?.continuation.resume(throwing: ending)

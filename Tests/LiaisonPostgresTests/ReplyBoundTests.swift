@@ -12,10 +12,11 @@
   /// it, losing every lock its session held.
   @Suite("PostgreSQL: a reply bound that a busy process does not break")
   struct ReplyBoundTests {
-    /// A statement with a 2 s reply bound, from a task whose only thread is kept busy for 5 s
-    /// from the moment the statement is written: the server answers within milliseconds, the
-    /// task resumes 5 s later. The answer counts: the statement returns its row, and its
-    /// connection stays open. (With the bound kept by a timer task, the timer woke first and
+    /// A statement with a 2 s reply bound, from a task whose only thread is kept busy from the
+    /// moment the statement is written until the bound has run out on the connection's event loop
+    /// (a timer of the same length, set after the bound's there, has fired): the server answers
+    /// within milliseconds, the task resumes after the bound. The answer counts: the statement
+    /// returns its row, and its connection stays open. (With the bound kept by a timer task, the timer woke first and
     /// closed the connection that had answered.) The bound is generous for the server's sake: the
     /// suite runs beside every other under Thread Sanitizer on two cores, where a 100 ms bound
     /// once passed before the server answered `SELECT 7`.
@@ -29,8 +30,13 @@
       let connection = try await connector.take()
       let thread = OwnThreadExecutor()
       let rows = try await withTaskExecutorPreference(thread) {
-        // Runs on the executor's thread once this task suspends on the statement below.
-        thread.keepBusy(for: .seconds(5))
+        // Runs on the executor's thread once this task suspends on the statement below, whose
+        // bound's timer is set by then: the event loop runs timers in the order of their deadlines.
+        thread.keepBusy {
+          let boundPassed = DispatchSemaphore(value: 0)
+          connection.eventLoop.scheduleTask(in: .seconds(2)) { boundPassed.signal() }
+          boundPassed.wait()
+        }
         return try await Connector.run(
           "SELECT 7", on: connection, within: .seconds(2), logger: connector.quietLogger)
       }

@@ -412,6 +412,19 @@ extension MailboxTests {
     #expect(try elsewhere.count() == 1)
   }
 
+  /// A message's sending time is the container's wall clock (a manual one here), as are the
+  /// dates of the ids it remembers.
+  @Test func aMessageIsDatedByTheContainersClock() async throws {
+    let manual = ManualClock(wallStart: 1_000_000)
+    let container = try SharedContainer(directory: directory.path, clock: manual.clock)
+    let mailbox = try await container.mailbox("inbox")
+    try await mailbox.send("first")
+    manual.advance(by: .seconds(90))
+    try await mailbox.send("second")
+    let received = try mailbox.receiver().receiveAvailable(String.self)
+    #expect(received.map(\.sentAt) == [Date(timeIntervalSince1970: 1_000_000), Date(timeIntervalSince1970: 1_000_090)])
+  }
+
   /// `messages()` reads ahead a batch; leaving the loop must not make the rest of that batch
   /// invisible to this receiver (they would wait until the next receiver, i.e. the next launch).
   @Test func leavingAMessagesLoopKeepsTheMessagesItReadAhead() async throws {
@@ -426,16 +439,18 @@ extension MailboxTests {
   }
 
   /// `suspend()` gives the receiver's lock up; a receive already waiting must end then, with
-  /// `suspended`, rather than sleep on until the next send.
+  /// `suspended`, rather than sleep on until the next send. The receive runs on a thread of its
+  /// own: the cooperative pool, which the synchronous suites beside it keep busy, once left it
+  /// unstarted for over a minute.
+  @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
   @Test func suspendingTheContainerEndsAWaitingReceive() async throws {
     let container = try SharedContainer(directory: directory.path)
     let receiver = try await container.mailbox("idle").receiver()
-    let started = Locked(false)
-    let waiting = Task {
+    let waiting = Task(executorPreference: OwnThreadExecutor()) {
       // A bound for failure (a receive that goes on waiting), not for speed: 10 s passed under
-      // AddressSanitizer with every suite running beside it.
-      try await within(seconds: 60) { () async -> LiaisonError.Code? in
-        started.withLock { $0 = true }
+      // AddressSanitizer with every suite running beside it. On its own thread it counts real
+      // time, while the test's suspend() below waits for the busy pool: 60 s once ran out.
+      try await within(seconds: 300) { () async -> LiaisonError.Code? in
         do {
           _ = try await receiver.receive(String.self)
           return nil
@@ -446,10 +461,8 @@ extension MailboxTests {
         }
       }
     }
-    // Not synchronisation: the test passes whether the receive is waiting yet or not; the pause
-    // after its task started makes the waiting case (the one that hung) the usual one.
-    while !started.withLock({ $0 }) { await Task.yield() }
-    try await Task.sleep(for: .milliseconds(50))
+    // The waiting case, the one that hung: the receive is suspended in its wait for a send.
+    try await waitUntilOffThePool("the receive waits for a send", timeout: 300) { receiver.waitingForSends == 1 }
     container.suspend()
     defer { try? container.resume() }
     let outcome = try await waiting.value ?? nil

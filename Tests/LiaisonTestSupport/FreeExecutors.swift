@@ -66,7 +66,7 @@ private final class LockedFlag: @unchecked Sendable {
 /// how long something takes: its jobs never wait behind the cooperative pool's, which the
 /// synchronous tests running beside it may keep busy for a minute (they block their threads
 /// waiting for peers). Use it with `withTaskExecutorPreference(OwnThreadExecutor()) { … }`; a
-/// test may also keep its thread busy (``keepBusy(for:)``), as a loaded process's would be.
+/// test may also keep its thread busy (``keepBusy(_:)``), as a loaded process's would be.
 @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // TaskExecutor
 public final class OwnThreadExecutor: TaskExecutor, @unchecked Sendable {
   private let queue = DispatchQueue(label: "OwnThreadExecutor")
@@ -79,11 +79,10 @@ public final class OwnThreadExecutor: TaskExecutor, @unchecked Sendable {
     queue.async { job.runSynchronously(on: executor) }
   }
 
-  /// Keeps the thread busy for `duration`, after the jobs enqueued before: the jobs of the tasks
-  /// that prefer it wait meanwhile, as they would behind other work on a loaded machine.
-  public func keepBusy(for duration: Duration) {
-    let (seconds, attoseconds) = duration.components
-    let microseconds = useconds_t(seconds * 1_000_000 + attoseconds / 1_000_000_000_000)
-    queue.async { usleep(microseconds) }
+  /// Keeps the thread busy with `work` (which blocks until a condition of the test's holds),
+  /// after the jobs enqueued before: the jobs of the tasks that prefer it wait meanwhile, as they
+  /// would behind other work on a loaded machine.
+  public func keepBusy(_ work: @escaping @Sendable () -> Void) {
+    queue.async(execute: work)
   }
 }

@@ -11,7 +11,8 @@ import Liaison
 /// afterwards: wait for what it does as for any task's work, by a condition, never a sleep.
 ///
 /// It starts at the system clock's present (so that a lease record it dates looks sane to any
-/// reader), unless given a start.
+/// reader), unless given a start; its wall clock (``wallSeconds``) starts at the system's and
+/// moves with its advances.
 package final class ManualClock: LiaisonClockSource, Sendable {
   private struct Sleeper: Sendable {
     let id: Int
@@ -30,16 +31,29 @@ package final class ManualClock: LiaisonClockSource, Sendable {
   }
 
   private let state: Locked<State>
+  private let start: LiaisonClock.Instant
+  private let wallStart: Double
 
-  /// A manual clock at `start` (by default, the system clock's present).
-  package init(start: LiaisonClock.Instant = LiaisonClock.system.now) {
+  /// A manual clock at `start` (by default, the system clock's present), its wall clock at
+  /// `wallStart` (by default, the system's).
+  package init(
+    start: LiaisonClock.Instant = LiaisonClock.system.now, wallStart: Double = LiaisonClock.system.wallSeconds
+  ) {
     state = Locked(State(now: start))
+    self.start = start
+    self.wallStart = wallStart
   }
 
   /// The clock to give a place.
   package var clock: LiaisonClock { LiaisonClock(self) }
 
   package var now: LiaisonClock.Instant { state.withLock { $0.now } }
+
+  /// The wall clock's start, moved as far as ``now`` has moved.
+  package var wallSeconds: Double {
+    let (seconds, attoseconds) = start.duration(to: now).components
+    return wallStart + Double(seconds) + Double(attoseconds) / 1e18
+  }
 
   /// How many tasks sleep and timers run on this clock now.
   package var sleeperCount: Int { state.withLock { $0.sleepers.count } }

@@ -26,6 +26,7 @@ struct LeaseClockTests {
       order.withLock { $0.append(1) }
     }
     await manual.waitForSleepers(2)
+    let wallStart = manual.wallSeconds
     let beats = Locked<[Duration]>([])
     let timer = clock.repeating(every: .milliseconds(700)) { beats.withLock { $0.append(clock.now - start) } }
     manual.advance(by: .milliseconds(999))
@@ -40,6 +41,9 @@ struct LeaseClockTests {
     timer.cancel()
     manual.advance(by: .seconds(10))
     #expect(beats.withLock { $0.count } == 2)
+    // The wall clock moves with the advances (12 s in all), and only with them.
+    let moved = manual.wallSeconds - wallStart
+    #expect(abs(moved - 12) < 0.001, "the wall clock moved \(moved) s")
     #expect(manual.sleeperCount == 0)
 
     let cancelled = Task { try await clock.sleep(for: .seconds(1)) }
@@ -56,11 +60,13 @@ struct LeaseClockTests {
     let presence = try container.presence("sync")
     let lease = try presence.lease(for: .seconds(30))
     #expect(try presence.holder?.leaseExpiry == (start + .seconds(30)).nanoseconds)
-    #expect(try presence.holder?.leaseRemaining != nil)
+    // Counted on the container's clock, as of the holder's reading.
+    #expect(try presence.holder?.leaseRemaining == .seconds(30))
 
     // The heartbeat renews every third of the lease, each renewal for a whole lease from then.
     manual.advance(by: .seconds(10) - .nanoseconds(1))
     #expect(try presence.holder?.leaseExpiry == (start + .seconds(30)).nanoseconds)
+    #expect(try presence.holder?.leaseRemaining == .seconds(20) + .nanoseconds(1))
     manual.advance(by: .nanoseconds(1))
     #expect(try presence.holder?.leaseExpiry == (start + .seconds(40)).nanoseconds)
     manual.advance(by: .seconds(20))

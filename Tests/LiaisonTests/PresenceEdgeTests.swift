@@ -115,12 +115,12 @@ struct PresenceEdgeTests {
     }
     // The locked rounds have no more to do (the close of the lock's descriptor is a change too,
     // handled in an unlocked round). Margins for a busy machine: a handler may be preempted (an
-    // involuntary switch), and a clock tick is charged to whatever runs then. A look again after
-    // each pause, however short, is 20 more of each; the spin of old, over 100,000 read calls.
+    // involuntary switch). A look again after each pause, however short, is 20 more of each; the
+    // spin of old, over 100,000 read calls. The CPU ticks are shown, not bounded: a tick is charged
+    // to whatever runs then, a measure of the machine's load as much as of the loop's work.
     let message =
       "a claim in progress held up the event loop: \(locked) in the locked rounds, \(unlocked) in the others"
     #expect(locked.reads <= unlocked.reads + 10 && locked.wakeUps <= unlocked.wakeUps + 10, "\(message)")
-    #expect(locked.ticks <= 2 * unlocked.ticks + 20, "\(message)")
   }
 
   @Test func leaseRenewalsAreNotChanges() async throws {
@@ -245,8 +245,10 @@ private struct Work: CustomStringConvertible {
 
 /// ``waitUntil(_:timeout:_:)`` for async tests: pauses by suspending, so that the tasks it waits
 /// for run on the cooperative pool meanwhile (a blocked pool thread, on a 2-core machine, is half
-/// the pool).
-func waitUntilAsync(_ what: String, timeout: Double = 60, _ condition: () throws -> Bool) async throws {
+/// the pool). On the caller's actor, which `condition` may read.
+func waitUntilAsync(
+  _ what: String, timeout: Double = 60, isolation: isolated (any Actor)? = #isolation, _ condition: () throws -> Bool
+) async throws {
   let deadline = Date().addingTimeInterval(timeout)
   var pause: UInt64 = 20_000
   while try !condition() {

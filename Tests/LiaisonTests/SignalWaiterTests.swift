@@ -20,11 +20,9 @@ struct SignalWaiterTests {
   @Test func aPostWhileWaitingWakesTheWait() async throws {
     let signal = try SharedContainer(directory: directory.path).signal("ring")
     let waiter = try SignalWaiter(signal)
-    let waiting = Task { await waiter.wait() }
-    // Not synchronisation: the test passes whether the wait is suspended yet or not (a ring left
-    // by the signal's creation may end a first wait at once, so waiting for a suspended wait is
-    // not certain either); the pause makes the waiting case the usual one.
-    try await Task.sleep(for: .milliseconds(50))
+    let (waiting, returned) = startWaiting(waiter)
+    // A ring left by the signal's creation may end a first wait at once: suspended, or ended.
+    try await waitUntilAsync("the wait is suspended, or has ended") { waiter.waitingCount == 1 || returned.value }
     try signal.post()
     #expect(await ended(within: 10) { await waiting.value } == true)
   }
@@ -32,8 +30,10 @@ struct SignalWaiterTests {
   @Test(arguments: [false, true])
   func cancellingEndsTheWaitWithFalse(waitingFirst: Bool) async throws {
     let waiter = try SignalWaiter(try SharedContainer(directory: directory.path).signal("ring"))
-    let waiting = Task { await waiter.wait() }
-    if waitingFirst { try await Task.sleep(for: .milliseconds(50)) }  // the waiting case is the usual one
+    let (waiting, returned) = startWaiting(waiter)
+    if waitingFirst {
+      try await waitUntilAsync("the wait is suspended, or has ended") { waiter.waitingCount == 1 || returned.value }
+    }
     waiting.cancel()
     #expect(await ended(within: 10) { await waiting.value } == false)
   }
@@ -41,12 +41,29 @@ struct SignalWaiterTests {
   @Test(arguments: [false, true])
   func closingEndsTheWaitWithFalseAndLaterWaitsAtOnce(waitingFirst: Bool) async throws {
     let waiter = try SignalWaiter(try SharedContainer(directory: directory.path).signal("ring"))
-    let waiting = Task { await waiter.wait() }
-    if waitingFirst { try await Task.sleep(for: .milliseconds(50)) }  // the waiting case is the usual one
+    let (waiting, returned) = startWaiting(waiter)
+    if waitingFirst {
+      try await waitUntilAsync("the wait is suspended, or has ended") { waiter.waitingCount == 1 || returned.value }
+    }
     waiter.close()
     #expect(await ended(within: 10) { await waiting.value } == false)
     #expect(await ended(within: 10) { await waiter.wait() } == false)
   }
+}
+
+/// A task that waits on `waiter`, and a flag set once its wait has returned.
+private func startWaiting(_ waiter: SignalWaiter) -> (Task<Bool, Never>, Locked<Bool>) {
+  let returned = Locked(false)
+  let waiting = Task {
+    let posted = await waiter.wait()
+    returned.withLock { $0 = true }
+    return posted
+  }
+  return (waiting, returned)
+}
+
+extension Locked where Value == Bool {
+  fileprivate var value: Bool { withLock { $0 } }
 }
 
 /// `body`'s result, or `nil` when it has not ended within `seconds` (a test that fails then fails

@@ -156,8 +156,7 @@ struct ZombieHolderTests {
     holder.child.kill(SIGKILL)  // and not reaped: this process is its parent
     try await waitUntilOffThePool("the holder is a zombie") { Self.isZombie(holder.pid) }
     #expect(try watcher.send(.nextChange, "10000").hasPrefix("released"))
-    for _ in 0..<200 where model.holder != nil { try await Task.sleep(for: .milliseconds(50)) }
-    #expect(model.holder == nil, "the model still shows \(String(describing: model.holder))")
+    try await waitUntilAsync("the model shows no holder") { model.holder == nil }
     #expect(Self.isZombie(holder.pid), "reaped before the checks: they proved nothing")
     #expect(try !presence.isActive)
   }

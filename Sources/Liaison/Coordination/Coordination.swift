@@ -227,7 +227,7 @@ extension CoordinationSignal {
     let notifications = try await notifications(ignoringOwnPosts: false)
     let name = name
     let what = "waiting for a post of the signal '\(name)'"
-    return try await withTimeout(timeout, what) { () async throws(LiaisonError) in
+    return try await withTimeout(timeout, what, on: ModelFollowing.clock(of: self)) { () async throws(LiaisonError) in
       // Read after subscribing: a post between the two is in both, never in neither.
       let (state, latest) = (try await self.state, try await self.sequence)
       if latest > sequence { return SignalNotification(name: name, state: state, sequence: latest) }
@@ -248,9 +248,12 @@ extension CoordinationSignal {
 /// Runs `body`, and throws ``LiaisonError/Code/timedOut`` (cancelling it) when `timeout` passes
 /// first, or ``LiaisonError/Code/cancelled`` when the task is cancelled; `nil`: no timeout.
 ///
-/// - Parameter what: what `body` waits for, as "waiting for …", for the messages.
+/// - Parameters:
+///   - what: what `body` waits for, as "waiting for …", for the messages.
+///   - clock: the clock `timeout` passes on (the part's place's).
 package func withTimeout<Result: Sendable>(
-  _ timeout: Duration?, _ what: String, _ body: @escaping @Sendable () async throws(LiaisonError) -> Result
+  _ timeout: Duration?, _ what: String, on clock: LiaisonClock = .system,
+  _ body: @escaping @Sendable () async throws(LiaisonError) -> Result
 ) async throws(LiaisonError) -> Result {
   let outcome = await withTaskGroup(of: Swift.Result<Result, LiaisonError>?.self) { group in
     group.addTask {
@@ -258,7 +261,7 @@ package func withTimeout<Result: Sendable>(
     }
     if let timeout {
       group.addTask {
-        do { try await Task.sleep(for: timeout) } catch { return nil }
+        do { try await clock.sleep(for: timeout) } catch { return nil }
         return .failure(LiaisonError(.timedOut, "Gave up after \(timeout) \(what)."))
       }
     }

@@ -57,7 +57,7 @@ package protocol MailboxReceiveStorage: Sendable {
   var wakeUpMark: UInt64 { get }
   /// Waits for a send made since `mark` was taken (or since the previous wait returned), at most
   /// until `deadline` (`nil`: no deadline).
-  func waitForSend(after mark: UInt64, until deadline: ContinuousClock.Instant?) async -> SignalWaiter.Outcome
+  func waitForSend(after mark: UInt64, until deadline: LiaisonClock.Instant?) async -> SignalWaiter.Outcome
 }
 
 /// The one receive path of a mailbox's receiver, on every backend: what the receiver has read and
@@ -289,7 +289,7 @@ package final class MailboxReceiving: Sendable {
   ///   ``MailboxReceiveStorage/checkReceiving()`` throws once the receiver is ended.
   package func receive<Payload, Storage: MailboxReceiveStorage>(
     limit: Int, readAhead: Int, decode: (StoredValue) -> Result<Payload, UndecodableMessage>, from storage: Storage,
-    until deadline: ContinuousClock.Instant? = nil
+    until deadline: LiaisonClock.Instant? = nil
   ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
     let what = "waiting for a message in the mailbox '\(mailbox)'"
     var timedOut = false

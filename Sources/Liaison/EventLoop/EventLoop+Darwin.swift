@@ -80,7 +80,8 @@
         // machine sleeps (as the boot clock the deadline is on does) but moves when the clock is
         // set; one on `DispatchTime`, which no clock change moves but which stops during sleep.
         // A clock set back then delays nothing, and neither does a sleep. A handler that fires
-        // early (the clock set forward) finds nothing due and arms a new deadline.
+        // early (the clock set forward) finds nothing due and arms a new deadline. The kernel's
+        // clock, not the container's: Dispatch's timers keep these deadlines (see `LiaisonClock`).
         let now = SystemClock.bootNanoseconds()
         let remaining = Int(clamping: deadline > now ? deadline - now : 0)
         let fired = Locked(false)

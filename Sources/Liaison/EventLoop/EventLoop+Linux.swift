@@ -258,6 +258,7 @@
           let nearest = deadlines.values.min() ?? .max
           var timeout: Int32 = -1
           if nearest != .max {
+            // The kernel's clock: poll's timeout is the kernel's to keep (see `LiaisonClock`).
             let now = SystemClock.bootNanoseconds()
             timeout = nearest <= now ? 0 : Int32(clamping: (nearest - now) / 1_000_000 + 1)
           }
@@ -308,6 +309,7 @@
             fired[ids[index], default: []].insert(.changed)
           }
           if !deadlines.isEmpty {
+            // The kernel's clock, as poll's timeout above: the deadlines it woke for.
             let now = SystemClock.bootNanoseconds()
             for (id, deadline) in deadlines where deadline <= now { fired[id, default: []].insert(.changed) }
           }

@@ -58,7 +58,8 @@ public final class ObservedSignal<Signal: CoordinationSignal> {
       do {
         for try await notification in notifications {
           // Through the weak reference: the rest below must not keep a released model alive.
-          if await self?.show(notification, at: Date()) == nil { return }
+          let date = Date(timeIntervalSince1970: clock.wallSeconds)
+          if await self?.show(notification, at: date) == nil { return }
           await ModelFollowing.rest(updateInterval, on: clock)
         }
       } catch {

@@ -114,13 +114,14 @@ public final class Presence: Sendable {
   /// The current holder, as ``holder`` reads it, judging claims by `table` when a listing read
   /// the kernel's table of locks already (one read for every presence listed).
   package func holder(in table: FileLockTable?) throws(LiaisonError) -> PresenceHolder? {
-    let deadline = SystemClock.bootNanoseconds() + Self.settleTime
+    // On the place's clock: a manual one spins until the test moves it, or the claimant writes.
+    let deadline = container.clock.now.nanoseconds + Self.settleTime
     while true {
       switch try look(in: table).probe {
       case .known(let holder):
         return holder
       case .inProgress:
-        if SystemClock.bootNanoseconds() > deadline {
+        if container.clock.now.nanoseconds > deadline {
           throw LiaisonError(
             .claimInProgress,
             "The presence '\(name)' has a record being written, or a damaged one, in '\(path)'. Read it again "
@@ -165,8 +166,8 @@ public final class Presence: Sendable {
     let claim: PresenceHolder?
     switch record {
     case .holder(let lease) where lease.kind == .lease:
-      let live = lease.isLiveLease(now: container.clock.now.nanoseconds)
-      return Look(probe: .known(live ? lease : nil), heldExclusively: false)
+      let now = container.clock.now.nanoseconds
+      return Look(probe: .known(lease.isLiveLease(now: now) ? lease.read(at: now) : nil), heldExclusively: false)
     case .holder(let recorded):
       claim = recorded
     case .empty, .unreadable:
@@ -357,7 +358,7 @@ public final class Presence: Sendable {
   /// - Throws: ``LiaisonError/Code/alreadyClaimed`` when a live claim holds it;
   ///   ``LiaisonError/Code/claimInProgress`` when it stays locked for 100 ms without a record.
   func lockRecord(_ fd: CInt) throws(LiaisonError) -> PresenceRecord.Decoded {
-    let deadline = SystemClock.bootNanoseconds() + Self.settleTime
+    let deadline = container.clock.now.nanoseconds + Self.settleTime
     while true {
       switch Syscall.lock(fd, LOCK_EX | LOCK_NB) {
       case .success(true):
@@ -372,7 +373,7 @@ public final class Presence: Sendable {
         {
           throw alreadyClaimed(by: holder)
         }
-        if SystemClock.bootNanoseconds() > deadline {
+        if container.clock.now.nanoseconds > deadline {
           // Held for longer than any probe or lease write: by a claimant between taking the lock
           // and writing its record (a process can be descheduled there for that long on a busy
           // machine), or by another program.

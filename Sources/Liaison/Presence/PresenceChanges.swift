@@ -286,6 +286,7 @@ final class PresenceWatch: Sendable {
       if let old = state.expiryWatch { toCancel.append(old) }
       state.expiryWatch = nil
       watchExpiry = holder?.leaseExpiry
+      // The kernel's clock: a look again in 1 s, kept by the event loop's poll timeout.
       if state.exitedPID != nil { watchExpiry = SystemClock.bootNanoseconds() + 1_000_000_000 }
       guard let last = state.last, last.isSame(as: change) else {
         state.last = change

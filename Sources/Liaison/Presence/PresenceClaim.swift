@@ -97,7 +97,10 @@ public final class PresenceClaim: Sendable {
           }
         #endif
         try presence.writeRecord(
-          fd, PresenceHolder(kind: .claim, processID: Syscall.processID, since: Date(), info: info))
+          fd,
+          PresenceHolder(
+            kind: .claim, processID: Syscall.processID,
+            since: Date(timeIntervalSince1970: presence.container.clock.wallSeconds), info: info))
         state.held = true
         state.end.restart()
       } catch {

@@ -34,6 +34,9 @@ public struct PresenceHolder: Sendable, Hashable, CustomStringConvertible {
   /// self-daemonising program leaves running (`liaison presence claim NAME -- sh -c 'worker &'`).
   /// The holder's own pid is not recorded. Always `false` for a lease.
   public let processHasExited: Bool
+  /// For a lease, when it was read, on its place's clock (nanoseconds): ``leaseRemaining`` counts
+  /// from it. Not part of the holder's identity (equality and hash leave it out).
+  package private(set) var readAt: UInt64?
 
   package init(
     kind: Kind, processID: Int32, since: Date, info: String?, host: String? = nil, leaseExpiry: UInt64? = nil,
@@ -52,8 +55,33 @@ public struct PresenceHolder: Sendable, Hashable, CustomStringConvertible {
   /// For a lease, how long it stays valid without renewal, as of the moment it was read.
   public var leaseRemaining: Duration? {
     guard let leaseExpiry else { return nil }
-    let now = SystemClock.bootNanoseconds()
+    // A holder that no place read (made by hand) counts on the system's clock.
+    let now = readAt ?? LiaisonClock.system.now.nanoseconds
     return .nanoseconds(leaseExpiry > now ? Int64(clamping: leaseExpiry - now) : 0)
+  }
+
+  /// This holder, noted as read at `now` on its place's clock (see ``leaseRemaining``).
+  func read(at now: UInt64) -> PresenceHolder {
+    var holder = self
+    holder.readAt = now
+    return holder
+  }
+
+  public static func == (lhs: PresenceHolder, rhs: PresenceHolder) -> Bool {
+    lhs.kind == rhs.kind && lhs.processID == rhs.processID && lhs.since == rhs.since && lhs.info == rhs.info
+      && lhs.host == rhs.host && lhs.leaseExpiry == rhs.leaseExpiry && lhs.leaseToken == rhs.leaseToken
+      && lhs.processHasExited == rhs.processHasExited
+  }
+
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(kind)
+    hasher.combine(processID)
+    hasher.combine(since)
+    hasher.combine(info)
+    hasher.combine(host)
+    hasher.combine(leaseExpiry)
+    hasher.combine(leaseToken)
+    hasher.combine(processHasExited)
   }
 
   /// Whether this is a lease that has not expired.
@@ -63,9 +91,11 @@ public struct PresenceHolder: Sendable, Hashable, CustomStringConvertible {
 
   /// This holder, noted as held by a descendant of its exited process.
   func withProcessExited() -> PresenceHolder {
-    PresenceHolder(
+    var holder = PresenceHolder(
       kind: kind, processID: processID, since: since, info: info, host: host, leaseExpiry: leaseExpiry,
       leaseToken: leaseToken, processHasExited: true)
+    holder.readAt = readAt
+    return holder
   }
 
   public var description: String {

@@ -42,7 +42,8 @@ public final class PresenceLease: Sendable {
     self.presence = presence
     self.duration = duration
     self.record = PresenceHolder(
-      kind: .lease, processID: Syscall.processID, since: Date(), info: info, leaseToken: token)
+      kind: .lease, processID: Syscall.processID,
+      since: Date(timeIntervalSince1970: presence.container.clock.wallSeconds), info: info, leaseToken: token)
   }
 
   deinit { release() }

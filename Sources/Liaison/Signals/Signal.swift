@@ -32,6 +32,8 @@ public final class Signal: Sendable {
   /// The signal's name.
   public let name: LiaisonName
   let file: SignalFile
+  /// The clock of the signal's container: a timed wait for a post passes on it.
+  package let clock: LiaisonClock
 
   convenience init(name: LiaisonName, container: SharedContainer) throws(LiaisonError) {
     try self.init(name: name, folder: container.signalFolder, container: container)
@@ -42,6 +44,7 @@ public final class Signal: Sendable {
   package init(name: LiaisonName, folder: PrivateFolder, container: SharedContainer) throws(LiaisonError) {
     self.name = name
     self.file = try SignalFile(name: name, folder: folder, lifecycle: container.lifecycle)
+    self.clock = container.clock
   }
 
   /// Notifies every observer, keeping the state as it is.
@@ -381,3 +384,5 @@ struct FileKey: Hashable, Sendable {
   let device: UInt64
   let inode: UInt64
 }
+
+extension Signal: ClockedPart {}

@@ -1,5 +1,3 @@
-import Dispatch
-
 /// A subscription to a signal that tasks wait on again and again, for as long as it lives: the
 /// store's receivers keep one instead of subscribing before every wait (each subscription can
 /// start and end the process's event-loop thread).
@@ -17,8 +15,12 @@ package final class SignalWaiter: Sendable {
 
   private let state = Locked(State())
   private let subscription = Locked<SignalNotifications.Subscription?>(nil)
+  /// The clock of a timed wait's deadline.
+  private let clock: LiaisonClock
 
-  package init(_ signal: Signal) throws(LiaisonError) {
+  /// A waiter on `signal`, whose timed waits end on `clock` (the container's).
+  package init(_ signal: Signal, clock: LiaisonClock = .system) throws(LiaisonError) {
+    self.clock = clock
     let file = signal.file
     let id = try SignalHub.shared.subscribe(file, ignoringOwnPosts: false) { [state] _ in
       let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
@@ -35,6 +37,9 @@ package final class SignalWaiter: Sendable {
   }
 
   deinit { close() }
+
+  /// How many waits are suspended now, for a post, a deadline, a cancellation or ``close()``.
+  package var waitingCount: Int { state.withLock { $0.waiters.count } }
 
   /// Waits for a post made since the previous wait returned (or since this waiter was made).
   ///
@@ -55,15 +60,18 @@ package final class SignalWaiter: Sendable {
 
   /// Waits for a post made since the previous wait returned, at most until `deadline` (`nil`: no
   /// deadline).
-  package func wait(until deadline: ContinuousClock.Instant?) async -> Outcome {
+  package func wait(until deadline: LiaisonClock.Instant?) async -> Outcome {
     let id = state.withLock { state in
       state.nextID += 1
       return state.nextID
     }
     // The deadline ends the wait as a cancellation would, and is remembered as the reason.
     let timedOut = Locked(false)
-    let timer = deadline.map { deadline in
-      let item = DispatchWorkItem { [state] in
+    // Owned by the wait: cancelled before it returns (not awaited: the timer is a task of the
+    // cooperative pool, which a waiter on an executor of its own must not wait for).
+    let timer = deadline.map { [state, clock] deadline in
+      Task {
+        guard (try? await clock.sleep(until: deadline)) != nil else { return }
         let waiter = state.withLock { state in
           guard let waiter = state.waiters.removeValue(forKey: id) else {
             state.cancelled.insert(id)
@@ -74,12 +82,7 @@ package final class SignalWaiter: Sendable {
         timedOut.withLock { $0 = true }
         waiter?.resume()
       }
-      let left = max(.zero, deadline - .now)
-      DispatchQueue.global().asyncAfter(
-        deadline: .now() + .nanoseconds(Int(clamping: left.clampedNanoseconds)), execute: item)
-      return item
     }
-    defer { timer?.cancel() }
     await withTaskCancellationHandler {
       await withCheckedContinuation { continuation in
         let now = state.withLock { state -> Bool in
@@ -102,6 +105,7 @@ package final class SignalWaiter: Sendable {
       }
       waiter?.resume()
     }
+    timer?.cancel()
     state.withLock { _ = $0.cancelled.remove(id) }
     if Task.isCancelled || state.withLock({ $0.closed }) { return .ended }
     return timedOut.withLock { $0 } ? .timedOut : .posted

@@ -88,6 +88,11 @@ package struct LiaisonClock: Clock {
   package static let system = LiaisonClock(SystemClockSource())
 
   package var now: Instant { source.now }
+
+  /// Seconds since 1970 on the wall clock: the dates that are shown or stored (when a holder
+  /// claimed, when a message's id was acknowledged), never a decision's deadline.
+  package var wallSeconds: Double { source.wallSeconds }
+
   package var minimumResolution: Duration { .nanoseconds(1) }
 
   package func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
@@ -108,6 +113,8 @@ package struct LiaisonClock: Clock {
 package protocol LiaisonClockSource: Sendable {
   /// The present moment.
   var now: LiaisonClock.Instant { get }
+  /// Seconds since 1970 on the wall clock (see ``LiaisonClock/wallSeconds``).
+  var wallSeconds: Double { get }
   /// Returns once `deadline` has passed; throws `CancellationError` when the task is cancelled.
   func sleep(until deadline: LiaisonClock.Instant) async throws
   /// Calls `handler` every `interval` until the timer returned is cancelled.
@@ -127,6 +134,8 @@ package struct SystemClockSource: LiaisonClockSource {
   package init() {}
 
   package var now: LiaisonClock.Instant { LiaisonClock.Instant(nanoseconds: SystemClock.bootNanoseconds()) }
+
+  package var wallSeconds: Double { SystemClock.wallSeconds() }
 
   package func sleep(until deadline: LiaisonClock.Instant) async throws {
     try await Task.sleep(for: now.duration(to: deadline))

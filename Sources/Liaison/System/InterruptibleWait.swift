@@ -71,7 +71,7 @@ final class InterruptibleWait: Sendable {
   /// The pause between two polls of a wait that cannot block: from 50 µs, doubling to 5 ms, so
   /// that a short wait ends soon and a long one costs little CPU. Returns the next pause.
   static func pause(_ microseconds: UInt32) -> UInt32 {
-    usleep(microseconds)
+    usleep(microseconds)  // the kernel's clock: a pause of a blocked thread between two polls
     return min(microseconds * 2, 5_000)
   }
 
@@ -135,7 +135,7 @@ final class InterruptibleWait: Sendable {
   /// interrupting the wait, so that it returns only once this process no longer waits for the lock.
   func waitUntilFinished() {
     while !state.withLock({ $0.finished || $0.thread == nil }) {
-      _ = finishedWaiters.wait(timeout: .now() + .milliseconds(1))
+      _ = finishedWaiters.wait(timeout: .now() + .milliseconds(1))  // a semaphore's deadline: the kernel's
     }
   }
 
@@ -182,6 +182,7 @@ final class InterruptibleWait: Sendable {
       return false
     }
     if !finished {
+      // A Dispatch timer: it must fire while the waiting thread is blocked in `flock`.
       DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(1)) { self.signalUntilFinished() }
     }
   }

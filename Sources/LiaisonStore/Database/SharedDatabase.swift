@@ -213,6 +213,7 @@ public final class SharedDatabase: Sendable {
             return !queued
           })
         {
+          // A Dispatch timer on the refresh queue, which the looks run on: no decision reads a clock.
           refreshQueue.asyncAfter(deadline: .now() + Self.laterLooks[look]) {
             relay(onlyIfChanged: true, attempt: 0, look: look + 1)
           }
@@ -223,6 +224,7 @@ public final class SharedDatabase: Sendable {
         commitRinger.dataVersion.withLock { $0 = nil }
         SharedDatabase.relayFailures.increment()
         let delay = min(100 << min(attempt, 6), 5_000)
+        // A Dispatch timer on the refresh queue, as the later looks above.
         refreshQueue.asyncAfter(deadline: .now() + .milliseconds(delay)) {
           relay(onlyIfChanged: false, attempt: attempt + 1)
         }

@@ -180,7 +180,7 @@ public final class Mailbox: Sendable {
   /// Stores the messages that are not yet stored, within the limits, in the caller's transaction;
   /// returns, for each, whether it was stored (`false`: its given id was already sent).
   private func insert(_ messages: [OutgoingMessage], _ db: Database) throws -> [Bool] {
-    let now = Date().timeIntervalSince1970
+    let now = container.clock.wallSeconds
     var totals = try MailboxTotals.fetch(db, store.statements, mailbox: name)
     let limits = totals.limits
     var stored: [Bool] = []

@@ -33,20 +33,21 @@ public final class MailboxReceiver: Sendable {
   /// When acknowledged ids were last forgotten (``/Liaison/MailboxReceipt/acknowledgedIDRetention``): at the
   /// receiver's start, then at most hourly, so that a receiver running for weeks keeps the table
   /// small.
-  private let lastPruned = Locked(Date().timeIntervalSince1970)
+  private let lastPruned: Locked<Double>
   /// Whether ``close()`` ended the receiver (rather than a suspension of the container).
   private let closed = Locked(false)
 
   init(mailbox: Mailbox, held: LockGuard) throws(LiaisonError) {
     self.mailbox = mailbox
     self.held = held
+    lastPruned = Locked(mailbox.container.clock.wallSeconds)
     claimToken = try held.fencingToken()
     reading = MailboxReceiving(mailbox: mailbox.name, claimToken: claimToken)
     guard let signal = mailbox.signal else {
       // Only in a read-only container, where the receiver's lock was refused before.
       throw LiaisonError.readOnly(nil, "receive from the mailbox", path: mailbox.store.path)
     }
-    let wakeUps = try SignalWaiter(signal)
+    let wakeUps = try SignalWaiter(signal, clock: mailbox.container.clock)
     self.wakeUps = wakeUps
     suspension = mailbox.container.registerSuspensionHandlers(
       suspend: {
@@ -55,6 +56,9 @@ public final class MailboxReceiver: Sendable {
       },
       resume: {})
   }
+
+  /// How many receives wait for a send now (the tests wait for a receive to be waiting).
+  package var waitingForSends: Int { wakeUps.waitingCount }
 
   /// Ends this receiver: messages it delivered and did not acknowledge go to the next receiver.
   /// Releasing the receiver does the same.
@@ -117,8 +121,8 @@ public final class MailboxReceiver: Sendable {
   ) async throws(LiaisonError) -> [MailboxEnvelope<Payload>] {
     try ProcessLock.check(timeout)
     if timeout == .zero { return try await reading.deliver(limit: limit, readAhead: limit, decode: decode, from: self) }
-    return try await reading.receive(
-      limit: limit, readAhead: limit, decode: decode, from: self, until: timeout.map { .now + $0 })
+    let deadline = timeout.map { mailbox.container.clock.now + $0 }
+    return try await reading.receive(limit: limit, readAhead: limit, decode: decode, from: self, until: deadline)
   }
 
   /// Up to `limit` of the messages waiting now, without waiting; empty when there are none.
@@ -233,7 +237,7 @@ public final class MailboxReceiver: Sendable {
     let name = mailbox.name
     try reading.checkOwn(envelopes, doing: "acknowledged")
     let ids = Dictionary(envelopes.map { ($0.position, $0.id) }, uniquingKeysWith: { first, _ in first })
-    let now = Date().timeIntervalSince1970
+    let now = mailbox.container.clock.wallSeconds
     let prune = lastPruned.withLock { last in
       guard now - last >= 3600 else { return false }
       last = now
@@ -332,7 +336,7 @@ public final class MailboxReceiver: Sendable {
 
   private func removingQuarantined(_ db: Database) throws -> Int {
     let name = mailbox.name
-    let now = Date().timeIntervalSince1970
+    let now = mailbox.container.clock.wallSeconds
     var totals = try MailboxTotals.fetch(db, mailbox.store.statements, mailbox: name)
     let removed = try Row.fetchAll(
       db,
@@ -406,8 +410,9 @@ extension Mailbox {
   /// The receiver that `held`, the receive lock, makes.
   private func receiver(holding held: LockGuard) throws(LiaisonError) -> MailboxReceiver {
     // Only when no other process writes the store: becoming the receiver never waits.
+    let now = container.clock.wallSeconds
     do {
-      try store.write(timeout: .zero) { db in try Self.forgetOldAcknowledgedIDs(db, now: Date().timeIntervalSince1970) }
+      try store.write(timeout: .zero) { db in try Self.forgetOldAcknowledgedIDs(db, now: now) }
     } catch let error where error.code == .timedOut {}
     return try MailboxReceiver(mailbox: self, held: held)
   }
@@ -446,7 +451,7 @@ extension MailboxReceiver: MailboxReceiveStorage {
   /// The signal remembers a send between a look and the wait: no mark is needed.
   package var wakeUpMark: UInt64 { 0 }
 
-  package func waitForSend(after mark: UInt64, until deadline: ContinuousClock.Instant?) async
+  package func waitForSend(after mark: UInt64, until deadline: LiaisonClock.Instant?) async
     -> SignalWaiter.Outcome
   {
     await wakeUps.wait(until: deadline)

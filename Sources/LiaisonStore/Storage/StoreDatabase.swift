@@ -205,7 +205,7 @@ final class StoreDatabase: Sendable {
     configuration.busyMode = .callback { attempts in
       if suspensionOnceOpen.withLock({ $0?.isSuspended ?? false }) { return false }
       StoreDatabase.busyWaits.increment()
-      usleep(1_000)
+      usleep(1_000)  // the kernel's clock: SQLite's busy handler runs on the blocked connection's thread
       return attempts < 10_000
     }
     // WAL with synchronous=NORMAL: a commit survives any crash of the process (or of every
