@@ -255,37 +255,6 @@
 
   // MARK: Observing from the main actor
 
-  /// A change of what `read` reads on the main actor, once it comes: registered now with
-  /// `withObservationTracking`, which calls back on the main actor when one of them is set.
-  @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
-  @MainActor private func changeOf(_ read: @escaping @MainActor () -> Void) -> Task<Void, Never> {
-    let (changed, signal) = AsyncStream.makeStream(of: Void.self)
-    withObservationTracking(read) {
-      signal.yield()
-      signal.finish()
-    }
-    return Task {
-      for await _ in changed { break }
-    }
-  }
-
-  /// Waits at most 60 s for `change` (from ``changeOf(_:)``).
-  private func waitForChange(_ change: Task<Void, Never>, _ what: String) async throws {
-    let outcome = await withTaskGroup(of: Bool.self) { group in
-      group.addTask {
-        await change.value
-        return true
-      }
-      group.addTask {
-        try? await Task.sleep(for: .seconds(60))
-        return false
-      }
-      defer { group.cancelAll() }
-      return await group.next()!
-    }
-    try #require(outcome, "timed out after 60 s waiting for \(what)")
-  }
-
   /// Waits until `condition` holds, for at most 60 s, looking again every 2 ms: for what no
   /// observation reports (the counts of watches and tasks).
   private func poll(_ what: String, _ condition: () -> Bool) async throws {
@@ -293,26 +262,6 @@
     while !condition() {
       try #require(ContinuousClock.now < deadline, "timed out after 60 s waiting until \(what)")
       try await Task.sleep(for: .milliseconds(2))
-    }
-  }
-
-  /// Waits, through the model's own observation, until what `read` returns on the main actor
-  /// satisfies `condition`, for at most 60 s.
-  @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
-  private func until<Value: Sendable>(
-    _ what: String, observing read: @escaping @MainActor () -> Value,
-    satisfies condition: @escaping @Sendable (Value) -> Bool
-  ) async throws {
-    let deadline = ContinuousClock.now + .seconds(60)
-    while true {
-      let changed = await MainActor.run { () -> Task<Void, Never>? in
-        if condition(read()) { return nil }
-        return changeOf { _ = read() }
-      }
-      guard let changed else { return }
-      let left = deadline - ContinuousClock.now
-      try #require(left > .zero, "timed out after 60 s waiting until \(what)")
-      try await waitForChange(changed, what)
     }
   }
 #endif
