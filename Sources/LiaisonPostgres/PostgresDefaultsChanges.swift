@@ -97,62 +97,11 @@
       guard let row = rows.first else { return 0 }
       return UInt64(clamping: max(0, try decodeRow(domain) { try row.decode(Int64.self) }))
     }
-
-    /// The value of `key` now, then each new value (`nil` when removed), as an `AsyncSequence`.
-    ///
-    /// Changes in quick succession may coalesce into the latest; consecutive elements differ.
-    /// Ending the iteration ends the watch. Iteration throws when the value cannot be read (a
-    /// value of another type, a server that cannot be reached):
-    ///
-    /// ```swift
-    /// for try await theme in try await defaults.changes(of: DefaultsKey<String>("theme")) { apply(theme) }
-    /// ```
-    public func changes<Value: Equatable>(of key: DefaultsKey<Value>) async throws(LiaisonError)
-      -> PostgresDefaultsValueChanges<Value>
-    {
-      PostgresDefaultsValueChanges(defaults: self, key: key, notifications: try await changes())
-    }
   }
 
-  /// The values of one key over time: see ``PostgresDefaults/changes(of:)``.
-  public struct PostgresDefaultsValueChanges<Value: Codable & Sendable & Equatable>: AsyncSequence, Sendable {
-    /// The value, or `nil` when the key has none.
-    public typealias Element = Value?
-
-    let defaults: PostgresDefaults
-    let key: DefaultsKey<Value>
-    let notifications: PostgresSignalNotifications
-
-    /// An iterator over the values.
-    public func makeAsyncIterator() -> AsyncIterator {
-      AsyncIterator(defaults: defaults, key: key, notifications: notifications.makeAsyncIterator())
-    }
-
-    /// The iterator of a ``PostgresDefaultsValueChanges``.
-    public struct AsyncIterator: AsyncIteratorProtocol {
-      let defaults: PostgresDefaults
-      let key: DefaultsKey<Value>
-      var notifications: AsyncStream<SignalNotification>.Iterator
-      var last: Value??
-
-      /// The next different value; `nil` (the end) when the iteration is cancelled.
-      ///
-      /// - Throws: the ``/Liaison/LiaisonError`` of a value that cannot be read (a value of
-      ///   another type, a server that cannot be reached).
-      public mutating func next() async throws(LiaisonError) -> Value?? {
-        while true {
-          if last != nil {
-            guard await notifications.next() != nil else { return nil }
-          }
-          let value = try await defaults.get(key)
-          if last == nil || last! != value {
-            last = .some(value)
-            return .some(value)
-          }
-        }
-      }
-    }
-  }
+  /// The values of one key over time: see ``/Liaison/CoordinationDefaults/changes(of:)``.
+  public typealias PostgresDefaultsValueChanges<Value: Codable & Sendable & Equatable> =
+    DefaultsValueChanges<PostgresDefaults, Value>
 
   /// The in-process cache of a ``PostgresDefaults``: stored values by key, current for one
   /// generation of the domain, filled while one stretch of listening lasts (an epoch of the
