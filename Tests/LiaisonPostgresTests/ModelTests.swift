@@ -11,12 +11,6 @@
   /// other processes. Serialized: the last test counts the model tasks of the whole process.
   @Suite("Models up to the view: another process's change updates them", .serialized)
   struct ModelTests {
-    /// Whether this system has Observation, which the models need (Linux has it; Apple's
-    /// systems from macOS 14 and iOS 17).
-    static var modelsExist: Bool {
-      if #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) { return true }
-      return false
-    }
 
     /// The peer's messages (`place-msend`).
     struct PeerMessage: Codable, Sendable, Equatable {

@@ -18,11 +18,6 @@ import Testing
     let n: Int
   }
 
-  nonisolated static var modelsExist: Bool {
-    if #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) { return true }
-    return false
-  }
-
   /// `suspend()` ends the inbox's receiver: the messages it showed go back to the mailbox and
   /// leave the model; after `resume()` the same inbox shows them again, and receives what comes.
   @Test(.enabled(if: modelsExist))

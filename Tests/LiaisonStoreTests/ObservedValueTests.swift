@@ -13,11 +13,6 @@ import Testing
   let directory = TemporaryDirectory()
   let volume = DefaultsKey<Int>("volume")
 
-  nonisolated static var modelsExist: Bool {
-    if #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) { return true }
-    return false
-  }
-
   /// Another process's 500 writes to another key of the domain change nothing the model shows:
   /// its value is set once, for the write to its own key that comes after them.
   @Test(.enabled(if: modelsExist))

@@ -48,3 +48,10 @@ public func until<Value: Sendable>(
     try await waitForChange(changed, what)
   }
 }
+
+/// Whether this system has Observation, which the models need (Linux has it; Apple's systems
+/// from macOS 14 and iOS 17): the models' tests are enabled by it.
+public var modelsExist: Bool {
+  if #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) { return true }
+  return false
+}

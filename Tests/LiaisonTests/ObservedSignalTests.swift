@@ -9,11 +9,6 @@ import Testing
 @MainActor struct ObservedSignalTests {
   let directory = TemporaryDirectory()
 
-  nonisolated static var modelsExist: Bool {
-    if #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) { return true }
-    return false
-  }
-
   /// Another process's plain `post()`, which keeps the state, still changes what the model shows:
   /// its `sequence`, which a view or a widget's reload follows.
   @Test(.enabled(if: modelsExist))
