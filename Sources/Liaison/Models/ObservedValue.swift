@@ -38,7 +38,7 @@ public final class ObservedValue<Defaults: CoordinationDefaults, Value: Codable 
   @ObservationIgnored package private(set) var updateCount = 0
   @ObservationIgnored private let following = ModelFollowing()
   /// The last write, which the next one waits for, so that writes reach the store in order.
-  @ObservationIgnored private var lastWrite: Task<Void, Never>?
+  @ObservationIgnored private var lastWrite: Task<Void, any Error>?
   /// How many of this model's writes have not returned yet: meanwhile ``value`` shows the last
   /// one, and what the model reads for another process's write waits for their end.
   @ObservationIgnored private var writesInFlight = 0
@@ -118,8 +118,11 @@ public final class ObservedValue<Defaults: CoordinationDefaults, Value: Codable 
   private func write(_ body: @escaping @Sendable () async throws -> Void) -> Task<Void, any Error> {
     let previous = lastWrite
     writesInFlight += 1
+    // The write's own task: the caller's to await (or not, from a view's action), and the next
+    // write's, which waits for it. Nothing cancels it: a write runs to the store's answer, and a
+    // released model's write ends there too (`self` is then gone, and nothing shows).
     let task = Task.detached { [weak self] in
-      await previous?.value
+      _ = await previous?.result
       do {
         try await body()
       } catch {
@@ -129,7 +132,7 @@ public final class ObservedValue<Defaults: CoordinationDefaults, Value: Codable 
       }
       await self?.finishWrite(failure: nil)
     }
-    lastWrite = Task { _ = await task.result }
+    lastWrite = task
     return task
   }
 

@@ -564,13 +564,23 @@ extension Mailbox: SuspendablePart {
     await withTaskCancellationHandler {
       await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
         resumed.withLock { $0 = continuation }
-        if Task.isCancelled { resumed.withLock { $0.take() }?.resume() }
+        if Task.isCancelled { Self.takeContinuation(resumed)?.resume() }
         // The action stays with the container until its resume if the task is cancelled first;
         // it then finds the continuation gone and does nothing.
-        container.afterResume { resumed.withLock { $0.take() }?.resume() }
+        container.afterResume { Self.takeContinuation(resumed)?.resume() }
       }
     } onCancel: {
-      resumed.withLock { $0.take() }?.resume()
+      Self.takeContinuation(resumed)?.resume()
+    }
+  }
+
+  /// The continuation, once: whoever takes it resumes it.
+  private static func takeContinuation(
+    _ resumed: Locked<CheckedContinuation<Void, Never>?>
+  ) -> CheckedContinuation<Void, Never>? {
+    resumed.withLock { continuation in
+      defer { continuation = nil }
+      return continuation
     }
   }
 }
