@@ -67,6 +67,7 @@
     deinit {
       mailbox.container.listener.unsubscribe(subscription)
       wakeUps.close()
+      forgetting.stop()
     }
 
     /// Ends this receiver: messages it delivered and did not acknowledge go to the next receiver.
@@ -74,6 +75,7 @@
     public func close() async {
       closed.withLock { $0 = true }
       wakeUps.close()
+      forgetting.stop()
       await held.unlock()
     }
 
@@ -331,10 +333,13 @@
   /// ``PostgresMailbox/acknowledgedIDRetention``: in the container's background work, on idle
   /// connections, in batches of ``batch`` that the index of ids by age finds without reading the
   /// others (in the index's order: a bitmap scan read all of them at every batch); at a
-  /// receiver's start, then at most hourly while it acknowledges. Housekeeping, off
-  /// the claim's path: a receiver starts, and an acknowledgement returns, whatever it does (with
-  /// millions of old ids, a single `DELETE` outlasted the reply bound at every start, and the
-  /// receiver could never start). A failed batch is logged, and tried again after a minute.
+  /// receiver's start, then at most hourly while it acknowledges, until the receiver closes.
+  /// Housekeeping, off the claim's path: a receiver starts, and an acknowledgement returns,
+  /// whatever it does (with millions of old ids, a single `DELETE` outlasted the reply bound at
+  /// every start, and the receiver could never start). It never waits: ids that another
+  /// transaction holds are skipped until the next time, and a batch has no reply bound (a loaded
+  /// server is slow, not gone; a dead one is noticed by the connection's keepalives). A failed
+  /// batch is logged and tried again a minute later.
   final class ForgettingAcknowledgedIDs: Sendable {
     /// How many ids one statement forgets at most: about 10 ms of the server's.
     static let batch = 10_000
@@ -344,54 +349,59 @@
     private struct State: Sendable {
       /// When forgetting is due next (`nil`: now).
       var due: LiaisonClock.Instant?
-      var running = false
+      /// The forgetting running now.
+      var running: Task<Void, Never>?
+      var stopped = false
     }
 
     init(mailbox: PostgresMailbox) { self.mailbox = mailbox }
 
-    /// Starts forgetting in the background, unless it runs or is not yet due.
+    /// Starts forgetting in the background, unless it runs, is not yet due, or was stopped.
     func startIfDue() {
       let clock = mailbox.container.connector.clock
-      let start = state.withLock { state -> Bool in
-        guard !state.running, state.due.map({ $0 <= clock.now }) ?? true else { return false }
-        state.running = true
-        return true
-      }
-      guard start else { return }
-      let started = mailbox.container.connector.background.start { [self] in
-        let finished = await forgetAll()
-        state.withLock { state in
-          state.running = false
-          state.due = clock.now + .seconds(finished ? 3600 : 60)
+      state.withLock { state in
+        guard !state.stopped, state.running == nil, state.due.map({ $0 <= clock.now }) ?? true else { return }
+        state.running = mailbox.container.connector.background.start { [self] in
+          await forgetAll()
+          self.state.withLock { state in
+            state.running = nil
+            state.due = clock.now + .seconds(3600)
+          }
         }
       }
-      if started == nil { state.withLock { $0.running = false } }
     }
 
-    /// Forgets batch after batch until one forgets fewer than ``batch``; whether all were.
-    private func forgetAll() async -> Bool {
+    /// Ends the forgetting that runs, if any, and starts no other: the receiver is closed.
+    func stop() {
+      state.withLock { state in
+        state.stopped = true
+        state.running?.cancel()
+      }
+    }
+
+    /// Forgets batch after batch until one forgets fewer than ``batch``, or the task is cancelled.
+    private func forgetAll() async {
       let connector = mailbox.container.connector
       let before = connector.clock.wallSeconds - Double(PostgresMailbox.acknowledgedIDRetention.components.seconds)
       while !Task.isCancelled {
         do {
-          let rows = try await connector.query(
+          let rows = try await connector.write(
             """
             WITH forgotten AS (
               DELETE FROM liaison.mailbox_acknowledged WHERE ctid = ANY (ARRAY(
                 SELECT ctid FROM liaison.mailbox_acknowledged
                 WHERE namespace = \(mailbox.container.namespace.rawValue) AND mailbox = \(mailbox.name.rawValue)
                   AND acknowledged_at < \(before)
-                ORDER BY acknowledged_at LIMIT \(Self.batch)))
+                ORDER BY acknowledged_at LIMIT \(Self.batch) FOR UPDATE SKIP LOCKED))
               RETURNING 1)
             SELECT count(*) FROM forgotten
-            """, doing: "forget old acknowledged ids of the mailbox '\(mailbox.name)'", committing: true)
-          guard let count = try rows.first?.decode(Int64.self), count >= Self.batch else { return true }
+            """, doing: "forget old acknowledged ids of the mailbox '\(mailbox.name)'", timeout: nil)
+          guard let count = try rows.first?.decode(Int64.self), count >= Self.batch else { return }
         } catch {
           connector.logger.warning("\(error)")
-          return false
+          try? await connector.clock.sleep(for: .seconds(60))
         }
       }
-      return false
     }
   }
 
