@@ -19,6 +19,7 @@ let package = Package(
     .library(name: "Liaison", targets: ["Liaison"]),
     .library(name: "LiaisonStore", targets: ["LiaisonStore"]),
     .library(name: "LiaisonPostgres", targets: ["LiaisonPostgres"]),
+    .library(name: "LiaisonSwiftUI", targets: ["LiaisonSwiftUI"]),
     .executable(name: "liaison", targets: ["liaison"]),
   ],
   traits: [
@@ -78,6 +79,20 @@ let package = Package(
       ],
       swiftSettings: strictSettings
     ),
+    // The view properties: a shared value, presence, signal or inbox in one line of a SwiftUI view,
+    // from iOS 16. On Apple platforms it imports SwiftUI; on Linux, where SwiftUI does not exist,
+    // it compiles against SwiftUIModel, so that CI builds and tests the code that ships.
+    .target(
+      name: "LiaisonSwiftUI",
+      dependencies: [
+        "Liaison", "LiaisonStore",
+        .target(name: "SwiftUIModel", condition: .when(platforms: [.linux])),
+      ],
+      swiftSettings: strictSettings
+    ),
+    // A model of the SwiftUI declarations LiaisonSwiftUI uses, and of a view's update cycle: Linux
+    // only (see Sources/SwiftUIModel/SwiftUIModel.swift).
+    .target(name: "SwiftUIModel", swiftSettings: strictSettings),
     // What the `liaison` command parses from its arguments, kept out of the executable so that
     // the tests and the fuzzer reach it.
     .target(
@@ -179,6 +194,15 @@ let package = Package(
       dependencies: [
         "Liaison", "LiaisonStore", "LiaisonPostgres", "LiaisonTestSupport", "LiaisonTestPeer",
         .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Postgres"])),
+      ],
+      swiftSettings: strictSettings
+    ),
+    // The view properties, hosted in SwiftUI's model, against other processes' writes.
+    .testTarget(
+      name: "LiaisonSwiftUITests",
+      dependencies: [
+        "LiaisonSwiftUI", "LiaisonStore", "LiaisonTestSupport", "LiaisonTestPeer",
+        .target(name: "SwiftUIModel", condition: .when(platforms: [.linux])),
       ],
       swiftSettings: strictSettings
     ),
