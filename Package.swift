@@ -158,7 +158,10 @@ let package = Package(
     // (none of them a product; .ci/check-products checks that no product reaches it).
     .target(
       name: "LiaisonTestSupport",
-      dependencies: ["ChildProcesses", "KernelLockTable", "CLiaison", "Liaison"],
+      dependencies: [
+        "ChildProcesses", "KernelLockTable", "CLiaison", "Liaison",
+        .target(name: "SwiftUIModel", condition: .when(platforms: [.linux])),
+      ],
       path: "Tests/LiaisonTestSupport",
       swiftSettings: strictSettings
     ),
@@ -192,7 +195,8 @@ let package = Package(
     .testTarget(
       name: "LiaisonPostgresTests",
       dependencies: [
-        "Liaison", "LiaisonStore", "LiaisonPostgres", "LiaisonTestSupport", "LiaisonTestPeer",
+        "Liaison", "LiaisonStore", "LiaisonPostgres", "LiaisonSwiftUI", "LiaisonTestSupport", "LiaisonTestPeer",
+        .target(name: "SwiftUIModel", condition: .when(platforms: [.linux])),
         .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Postgres"])),
       ],
       swiftSettings: strictSettings

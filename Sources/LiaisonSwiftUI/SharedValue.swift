@@ -92,88 +92,56 @@ public struct SharedValue<Value: Codable & Sendable>: @preconcurrency DynamicPro
 }
 
 /// What a ``SharedValue`` keeps across the view's updates: the key's follower, once the container
-/// is known.
+/// is known, and the writes made before.
 @MainActor
 final class SharedValueCore<Value: Codable & Sendable> {
   private let key: String
   private let domain: String
   private let defaultValue: Value
   private let updateInterval: Duration
-  private var follower: DefaultsValueFollower<Value>?
-  /// Opening the domain, on a container that cannot open it synchronously.
-  private var opening: Task<Void, Never>?
-  /// Why the key could not be opened, if it could not.
-  private var openError: LiaisonError?
+  private let part = ViewPart<DefaultsValueFollower<Value>>()
   /// Values written before the follower existed (a PostgreSQL container still opening), in order:
   /// shown at once, and written once it exists.
   private var pendingWrites: [Value] = []
-  private var redraw: (@MainActor () -> Void)?
 
   init(key: String, domain: String, defaultValue: Value, updateInterval: Duration) {
     self.key = key
     self.domain = domain
     self.defaultValue = defaultValue
     self.updateInterval = updateInterval
+    part.opened = { [weak self] follower in
+      for pending in self?.pendingWrites ?? [] { follower.set(pending) }
+      self?.pendingWrites = []
+    }
   }
 
-  var value: Value { pendingWrites.last ?? follower?.value ?? defaultValue }
-  var error: LiaisonError? { openError ?? follower?.error }
+  var value: Value { pendingWrites.last ?? part.follower?.value ?? defaultValue }
+  var error: LiaisonError? { part.openError ?? part.follower?.error }
 
   func set(_ newValue: Value) {
-    guard let follower else {
+    guard let follower = part.follower else {
       pendingWrites.append(newValue)
-      redraw?()
+      part.redraw?()
       return
     }
     follower.set(newValue)
   }
 
-  /// Opens the key in `container`, once: synchronously on a folder's container, so that the first
-  /// `body` shows the stored value; otherwise in a task.
+  /// Opens the key in `container`, once.
   func open(in container: (any CoordinationStore)?, redraw: @escaping @MainActor () -> Void) {
-    self.redraw = redraw
-    guard follower == nil, opening == nil, openError == nil else { return }
-    guard let container else {
-      openError = LiaisonError(
-        .invalidArgument,
-        "The shared value '\(key)' of '\(domain)' has no container: give one with .liaisonContainer(_:) at the root "
-          + "of the view hierarchy, or with the property's container: argument.")
-      return
-    }
-    let key: DefaultsKey<Value>
-    do throws(LiaisonError) {
-      key = try DefaultsKey(validating: self.key)
-    } catch {
-      openError = error
-      return
-    }
-    if let folder = container as? SharedContainer {
-      do throws(LiaisonError) {
+    let (key, domain, updateInterval) = (key, domain, updateInterval)
+    part.open(
+      "the key '\(key)' of '\(domain)'", in: container, redraw: redraw,
+      now: { folder throws(LiaisonError) in
+        let key = try DefaultsKey<Value>(validating: key)
         let defaults = try folder.defaults(domain)
-        follow(key, in: defaults, value: try defaults.get(key))
-      } catch {
-        openError = error
-      }
-      return
-    }
-    let domain = domain
-    opening = Task { [weak self] in
-      do throws(LiaisonError) {
+        return DefaultsValueFollower(key, in: defaults, value: try defaults.get(key), updateInterval: updateInterval)
+      },
+      later: { container throws(LiaisonError) in
+        let key = try DefaultsKey<Value>(validating: key)
         let defaults = try await container.defaults(domain)
-        let value = try await defaults.get(key)
-        self?.follow(key, in: defaults, value: value)
-      } catch {
-        self?.openError = error
-      }
-      self?.redraw?()
-    }
-  }
-
-  private func follow(_ key: DefaultsKey<Value>, in defaults: any CoordinationDefaults, value: Value?) {
-    let follower = DefaultsValueFollower(key, in: defaults, value: value, updateInterval: updateInterval)
-    follower.didChange = { [weak self] in self?.redraw?() }
-    self.follower = follower
-    for pending in pendingWrites { follower.set(pending) }
-    pendingWrites = []
+        return DefaultsValueFollower(
+          key, in: defaults, value: try await defaults.get(key), updateInterval: updateInterval)
+      })
   }
 }

@@ -15,21 +15,39 @@ import Observation  // @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0,
   }
 }
 
-/// Waits for `change` (from ``changeOf(_:)``); fails the test after 60 s, a bound for failure.
+/// Waits for `change` (from ``changeOf(_:)``, or any task that ends on the change); fails the
+/// test after 60 s, a bound for failure. The wait ends at the bound even though `change` goes on
+/// (awaiting a task's value cannot be cancelled, so a task group would wait for it).
 public func waitForChange(_ change: Task<Void, Never>, _ what: String) async throws {
-  let outcome = await withTaskGroup(of: Bool.self) { group in
-    group.addTask {
+  let outcome = FirstOutcome()
+  let came = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+    outcome.continuation = continuation
+    Task {
       await change.value
-      return true
+      outcome.finish(true)
     }
-    group.addTask {
+    Task {
       try? await Task.sleep(for: .seconds(60))
-      return false
+      outcome.finish(false)
     }
-    defer { group.cancelAll() }
-    return await group.next()!
   }
-  guard outcome else { throw PeerError("timed out after 60 s waiting for \(what)") }
+  guard came else { throw PeerError("timed out after 60 s waiting for \(what)") }
+}
+
+/// Resumes a continuation once, with the first of two outcomes.
+private final class FirstOutcome: @unchecked Sendable {
+  private let lock = NSLock()
+  private var resumed = false
+  var continuation: CheckedContinuation<Bool, Never>?
+
+  func finish(_ value: Bool) {
+    let continuation = lock.withLock { () -> CheckedContinuation<Bool, Never>? in
+      guard !resumed else { return nil }
+      resumed = true
+      return self.continuation
+    }
+    continuation?.resume(returning: value)
+  }
 }
 
 /// Waits, through the model's own observation, until what `read` returns on the main actor

@@ -31,21 +31,29 @@ import Observation  // @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0,
 /// the messages shown and not acknowledged go back to the mailbox and leave ``messages``, and
 /// after `resume()` the model receives again, those messages first.
 @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
-@MainActor @Observable
-public final class ObservedInbox<Mailbox: CoordinationMailbox, Payload: Decodable & Sendable> {
+@MainActor
+public final class ObservedInbox<Mailbox: CoordinationMailbox, Payload: Decodable & Sendable>: Observable {
   /// The messages received and not yet acknowledged, oldest first.
-  public private(set) var messages: [MailboxEnvelope<Payload>] = []
+  public var messages: [MailboxEnvelope<Payload>] {
+    registrar.access(self, keyPath: \.messages)
+    return follower.messages
+  }
   /// How many messages wait in the mailbox, the unacknowledged ones shown here included
   /// (quarantined ones not).
-  public private(set) var waitingCount: Int
+  public var waitingCount: Int {
+    registrar.access(self, keyPath: \.waitingCount)
+    return follower.waitingCount
+  }
   /// Why the model could not receive or acknowledge, the last time it failed.
-  public private(set) var error: LiaisonError?
+  public var error: LiaisonError? {
+    registrar.access(self, keyPath: \.error)
+    return follower.error
+  }
   /// The mailbox this model receives from.
   public let mailbox: Mailbox
 
-  /// The receiver, while the model has the mailbox.
-  @ObservationIgnored private var receiver: Mailbox.Receiver?
-  @ObservationIgnored private let following = ModelFollowing()
+  private let follower: InboxFollower<Payload>
+  private let registrar = ObservationRegistrar()
 
   /// Becomes the mailbox's receiver, at once or when the receiver before it closes, and shows
   /// its messages as they come.
@@ -63,58 +71,14 @@ public final class ObservedInbox<Mailbox: CoordinationMailbox, Payload: Decodabl
     updateInterval: Duration = .milliseconds(16)
   ) async throws(LiaisonError) {
     self.mailbox = mailbox
-    waitingCount = try await mailbox.count()
-    let limit = max(1, batchSize)
-    let clock = ModelFollowing.clock(of: mailbox)
-    following.start { [weak self] in
-      while !Task.isCancelled {
-        let ended: LiaisonError
-        do throws(LiaisonError) {
-          let receiver = try await mailbox.receiver(timeout: nil)
-          // Through the weak reference: the waits below must not keep a released model alive.
-          guard await self?.adopt(receiver) != nil else {
-            await receiver.close()
-            return
-          }
-          ended = await Self.receive(
-            from: receiver, of: mailbox, limit: limit, updateInterval: updateInterval, clock: clock
-          ) {
-            [weak self] batch, waiting in await self?.show(batch, waiting: waiting) != nil
-          }
-          // Released, closed, suspended or failed: the messages not acknowledged go back.
-          await receiver.close()
-          await self?.drop(receiver)
-        } catch {
-          ended = error
-        }
-        if ended.code == .suspended, let suspendable = mailbox as? any SuspendablePart {
-          await suspendable.waitUntilResumed()
-          continue
-        }
-        // Released or closed (``close()``) is the end the model asked for, not a failure.
-        if ended.code != .cancelled && ended.code != .closed { await self?.fail(ended) }
-        return
-      }
-    }
-  }
-
-  /// Receives from `receiver` and hands each batch to `show` (which says whether the model is
-  /// still there), until the receiver ends; returns why it ended.
-  private nonisolated static func receive(
-    from receiver: Mailbox.Receiver, of mailbox: Mailbox, limit: Int, updateInterval: Duration, clock: LiaisonClock,
-    show: @escaping @Sendable ([MailboxEnvelope<Payload>], Int?) async -> Bool
-  ) async -> LiaisonError {
-    while true {
-      let batch: [MailboxEnvelope<Payload>]
-      do throws(LiaisonError) {
-        batch = try await receiver.receive(Payload.self, limit: limit, timeout: nil)
-      } catch {
-        return error
-      }
-      let waiting = try? await mailbox.count()
-      guard await show(batch, waiting) else { return LiaisonError(.cancelled, "The model was released.") }
-      await ModelFollowing.rest(updateInterval, on: clock)
-      if Task.isCancelled { return LiaisonError(.cancelled, "The model was released.") }
+    follower = InboxFollower(
+      mailbox, of: type, waitingCount: try await mailbox.count(), batchSize: batchSize,
+      updateInterval: updateInterval)
+    follower.didChange = { [weak self] in
+      guard let self else { return }
+      registrar.withMutation(of: self, keyPath: \.messages) {}
+      registrar.withMutation(of: self, keyPath: \.waitingCount) {}
+      registrar.withMutation(of: self, keyPath: \.error) {}
     }
   }
 
@@ -123,50 +87,10 @@ public final class ObservedInbox<Mailbox: CoordinationMailbox, Payload: Decodabl
   /// task's `value`, which throws the ``LiaisonError``.
   @discardableResult
   public func acknowledge(_ envelopes: [MailboxEnvelope<Payload>]) -> Task<Void, any Error> {
-    let (receiver, mailbox) = (receiver, mailbox)
-    return Task { @MainActor [weak self] in
-      do throws(LiaisonError) {
-        guard let receiver else {
-          throw LiaisonError(
-            .closed,
-            "The inbox has no receiver now (another one has the mailbox, or the container is suspended): "
-              + "the messages it showed went back to the mailbox, and come again.")
-        }
-        try await receiver.acknowledge(envelopes, timeout: nil)
-        let waiting = try? await mailbox.count()
-        let ids = Set(envelopes.map(\.id))
-        self?.messages.removeAll { ids.contains($0.id) }
-        if let waiting { self?.waitingCount = waiting }
-      } catch {
-        self?.error = error
-        throw error
-      }
-    }
+    follower.acknowledge(envelopes)
   }
 
   /// Ends the receiver now: the messages shown and not acknowledged go to the next receiver, and
   /// the model shows no new ones.
-  public func close() async {
-    following.cancel()
-    await receiver?.close()
-  }
-
-  /// The model has the mailbox now.
-  private func adopt(_ receiver: Mailbox.Receiver) {
-    self.receiver = receiver
-  }
-
-  /// `receiver` ended: what it showed and did not acknowledge went back to the mailbox.
-  private func drop(_ receiver: Mailbox.Receiver) {
-    self.receiver = nil
-    messages = []
-  }
-
-  private func show(_ batch: [MailboxEnvelope<Payload>], waiting: Int?) {
-    messages.append(contentsOf: batch)
-    if let waiting { waitingCount = waiting }
-    error = nil
-  }
-
-  private func fail(_ failure: LiaisonError) { error = failure }
+  public func close() async { await follower.close() }
 }

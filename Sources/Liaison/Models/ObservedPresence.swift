@@ -17,18 +17,25 @@ import Observation  // @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0,
 /// The model follows the presence until it is released: then its task ends, and so does its
 /// watch. Changes in quick succession coalesce into the latest.
 @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
-@MainActor @Observable
-public final class ObservedPresence<Presence: CoordinationPresence> {
+@MainActor
+public final class ObservedPresence<Presence: CoordinationPresence>: Observable {
   /// Whether the presence is held now, by any process.
   public var isActive: Bool { holder != nil }
   /// Who holds the presence; `nil` when nobody does.
-  public private(set) var holder: PresenceHolder?
+  public var holder: PresenceHolder? {
+    registrar.access(self, keyPath: \.holder)
+    return follower.holder
+  }
   /// Why the model stopped following the presence, if it did (the watch failed).
-  public private(set) var error: LiaisonError?
+  public var error: LiaisonError? {
+    registrar.access(self, keyPath: \.error)
+    return follower.error
+  }
   /// The presence this model follows.
   public let presence: Presence
 
-  @ObservationIgnored private let following = ModelFollowing()
+  private let follower: PresenceFollower
+  private let registrar = ObservationRegistrar()
 
   /// Follows `presence`: its holder now, then every change.
   ///
@@ -37,34 +44,17 @@ public final class ObservedPresence<Presence: CoordinationPresence> {
   ///   - updateInterval: the least time between two updates (by default about a frame at 60 Hz):
   ///     what changes within it comes as one update, after it; the first change after a quiet
   ///     moment shows at once.
-  /// - Throws: ``LiaisonError`` when the presence cannot be watched or read.
+  /// - Throws: ``LiaisonError`` when the presence cannot be read. (A presence that cannot be
+  ///   watched shows in ``error``.)
   public init(
     _ presence: Presence, updateInterval: Duration = .milliseconds(16)
   ) async throws(LiaisonError) {
     self.presence = presence
-    // Watching first, then reading: a change after the read is never missed.
-    let changes = try await presence.changes()
-    holder = try await presence.holder
-    let clock = ModelFollowing.clock(of: presence)
-    following.start { [weak self] in
-      do {
-        for try await change in changes {
-          // Through the weak reference: the rest below must not keep a released model alive.
-          if await self?.show(change) == nil { return }
-          await ModelFollowing.rest(updateInterval, on: clock)
-        }
-      } catch {
-        await self?.fail(.from(error, doing: "follow the presence '\(presence.name)'"))
-      }
+    follower = PresenceFollower(presence, holder: try await presence.holder, updateInterval: updateInterval)
+    follower.didChange = { [weak self] in
+      guard let self else { return }
+      registrar.withMutation(of: self, keyPath: \.holder) {}
+      registrar.withMutation(of: self, keyPath: \.error) {}
     }
   }
-
-  private func show(_ change: PresenceChange) {
-    switch change {
-    case .claimed(let newHolder): if holder != newHolder { holder = newHolder }
-    case .released: if holder != nil { holder = nil }
-    }
-  }
-
-  private func fail(_ failure: LiaisonError) { error = failure }
 }

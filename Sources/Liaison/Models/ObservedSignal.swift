@@ -21,21 +21,34 @@ import Observation  // @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0,
 /// state. The model follows the signal until it is released: then its task ends, and so does
 /// its watch.
 @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
-@MainActor @Observable
-public final class ObservedSignal<Signal: CoordinationSignal> {
+@MainActor
+public final class ObservedSignal<Signal: CoordinationSignal>: Observable {
   /// The signal's state: read when the model was made, then the state of each notification.
-  public private(set) var state: UInt64
+  public var state: UInt64 {
+    registrar.access(self, keyPath: \.state)
+    return follower.state
+  }
   /// How many posts the signal has had in all, read with ``state``.
-  public private(set) var sequence: UInt64
+  public var sequence: UInt64 {
+    registrar.access(self, keyPath: \.sequence)
+    return follower.sequence
+  }
   /// When the last notification reached this process; `nil` when none has since the model was
   /// made.
-  public private(set) var notifiedAt: Date?
+  public var notifiedAt: Date? {
+    registrar.access(self, keyPath: \.notifiedAt)
+    return follower.notifiedAt
+  }
   /// Why the model stopped following the signal, if it did (the watch failed).
-  public private(set) var error: LiaisonError?
+  public var error: LiaisonError? {
+    registrar.access(self, keyPath: \.error)
+    return follower.error
+  }
   /// The signal this model follows.
   public let signal: Signal
 
-  @ObservationIgnored private let following = ModelFollowing()
+  private let follower: SignalFollower
+  private let registrar = ObservationRegistrar()
 
   /// Follows `signal`: its state now, then every post by any process, this one's included.
   ///
@@ -44,36 +57,21 @@ public final class ObservedSignal<Signal: CoordinationSignal> {
   ///   - updateInterval: the least time between two updates (by default about a frame at 60 Hz):
   ///     what changes within it comes as one update, after it; the first change after a quiet
   ///     moment shows at once.
-  /// - Throws: ``LiaisonError`` when the signal cannot be watched or read.
+  /// - Throws: ``LiaisonError`` when the signal cannot be read. (A signal that cannot be watched
+  ///   shows in ``error``.)
   public init(
     _ signal: Signal, updateInterval: Duration = .milliseconds(16)
   ) async throws(LiaisonError) {
     self.signal = signal
-    // Watching first, then reading: a post after the read is never missed.
-    let notifications = try await signal.notifications(ignoringOwnPosts: false)
-    sequence = try await signal.sequence
-    state = try await signal.state
-    let clock = ModelFollowing.clock(of: signal)
-    following.start { [weak self] in
-      do {
-        for try await notification in notifications {
-          // Through the weak reference: the rest below must not keep a released model alive.
-          let date = Date(timeIntervalSince1970: clock.wallSeconds)
-          if await self?.show(notification, at: date) == nil { return }
-          await ModelFollowing.rest(updateInterval, on: clock)
-        }
-      } catch {
-        await self?.fail(.from(error, doing: "follow the signal '\(signal.name)'"))
-      }
+    let sequence = try await signal.sequence
+    follower = SignalFollower(
+      signal, state: try await signal.state, sequence: sequence, updateInterval: updateInterval)
+    follower.didChange = { [weak self] in
+      guard let self else { return }
+      registrar.withMutation(of: self, keyPath: \.state) {}
+      registrar.withMutation(of: self, keyPath: \.sequence) {}
+      registrar.withMutation(of: self, keyPath: \.notifiedAt) {}
+      registrar.withMutation(of: self, keyPath: \.error) {}
     }
   }
-
-  private func show(_ notification: SignalNotification, at date: Date) {
-    guard notification.sequence >= sequence else { return }
-    state = notification.state
-    sequence = notification.sequence
-    notifiedAt = date
-  }
-
-  private func fail(_ failure: LiaisonError) { error = failure }
 }

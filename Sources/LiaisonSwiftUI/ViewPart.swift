@@ -1,0 +1,66 @@
+import Liaison
+import LiaisonStore
+
+/// What a view property keeps across its view's updates: the follower of its part, made once the
+/// container is known (synchronously on a folder's container, so that the first `body` shows the
+/// part as it is; in a task on another), and how to redraw the view. No SwiftUI here: the view
+/// properties hold it in a `State`.
+@MainActor
+final class ViewPart<Follower: ViewFollower> {
+  /// What the property shows, once it is open.
+  private(set) var follower: Follower?
+  /// Why the part could not be opened, if it could not.
+  private(set) var openError: LiaisonError?
+  /// Opening the part, on a container that cannot open it synchronously.
+  private var opening: Task<Void, Never>?
+  /// Tells the view to evaluate its `body` again.
+  private(set) var redraw: (@MainActor () -> Void)?
+  /// Called once, when the follower is made.
+  var opened: (@MainActor (Follower) -> Void)?
+
+  init() {}
+
+  /// Opens the part in `container`, once (the first container the property sees is the one it
+  /// keeps): with `now` on a folder's container, else with `later` in a task.
+  ///
+  /// - Parameters:
+  ///   - what: the part, for the error when there is no container ("the presence 'recording'").
+  func open(
+    _ what: String, in container: (any CoordinationStore)?, redraw: @escaping @MainActor () -> Void,
+    now: (SharedContainer) throws(LiaisonError) -> Follower,
+    later: @escaping @MainActor (any CoordinationStore) async throws(LiaisonError) -> Follower
+  ) {
+    self.redraw = redraw
+    guard follower == nil, opening == nil, openError == nil else { return }
+    guard let container else {
+      openError = LiaisonError(
+        .invalidArgument,
+        "The view property of \(what) has no container: give one with .liaisonContainer(_:) at the root of the "
+          + "view hierarchy, or with the property's container: argument.")
+      return
+    }
+    if let folder = container as? SharedContainer {
+      do throws(LiaisonError) {
+        adopt(try now(folder))
+      } catch {
+        openError = error
+      }
+      return
+    }
+    opening = Task { [weak self] in
+      do throws(LiaisonError) {
+        let follower = try await later(container)
+        self?.adopt(follower)
+      } catch {
+        self?.openError = error
+      }
+      self?.redraw?()
+    }
+  }
+
+  private func adopt(_ follower: Follower) {
+    follower.didChange = { [weak self] in self?.redraw?() }
+    self.follower = follower
+    opened?(follower)
+  }
+}
