@@ -125,7 +125,8 @@ let package = Package(
     .executableTarget(
       name: "liaison-bench",
       dependencies: [
-        "Liaison", "LiaisonStore", "KernelLockTable", "ChildProcesses", "LiaisonPostgres", "LiaisonTestSupport",
+        "Liaison", "LiaisonStore", "KernelLockTable", "ChildProcesses", "LiaisonPostgres", "LiaisonSwiftUI",
+        "LiaisonTestSupport", .target(name: "SwiftUIModel", condition: .when(platforms: [.linux])),
         .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
         .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Postgres"])),
       ],

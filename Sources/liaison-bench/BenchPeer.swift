@@ -186,6 +186,10 @@ enum PeerRole {
     case "model-observer":
       guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else { throw BenchError("no Observation") }
       try ModelScenarios.observe(container: arguments[0], domain: arguments[1], input: input, output: output)
+    #if canImport(SwiftUIModel)
+      case "view-observer":
+        try ViewScenarios.observe(container: arguments[0], domain: arguments[1], input: input, output: output)
+    #endif
     case "database-observer":
       try DatabaseScenarios.observe(container: arguments[0], name: arguments[1], input: input, output: output)
     case "mailbox-receiver":

@@ -12,7 +12,7 @@
 //     (how the PostgreSQL parts grow with client processes; PostgresScale.swift)
 //
 // Scenarios: lock.uncontended, lock.handoff, lock.handoff.kill, presence.probe, presence.release.kill, signal.latency, defaults.get,
-// defaults.set, defaults.visibility, model.visibility, database.observation, mailbox.latency, mailbox.throughput,
+// defaults.set, defaults.visibility, model.visibility, view.visibility, database.observation, mailbox.latency, mailbox.throughput,
 // suspend.interrupting, suspend.reopening,
 // and those that run with another: lock.handoff.async, presence.probe.active,
 // signal.latency.callback, signal.latency.queue.
@@ -81,6 +81,7 @@ let families: [(names: [String], run: (SharedContainer) throws -> [ScenarioResul
       return [try ModelScenarios.visibility($0)]
     }
   ),
+  (["view.visibility"], ViewScenarios.run),
   (["database.observation"], { [try DatabaseScenarios.observation($0)] }),
   (["mailbox.latency"], { [try MailboxScenarios.latency($0)] }),
   (["mailbox.throughput"], { [try MailboxScenarios.throughput($0)] }),
