@@ -114,6 +114,9 @@ let package = Package(
         "ChildProcesses",
         "LiaisonCommandLine",
         "LiaisonStore",
+        // The demo's view scene; on Linux its view runs in SwiftUIModel.
+        "LiaisonSwiftUI",
+        .target(name: "SwiftUIModel", condition: .when(platforms: [.linux])),
         // `--postgres`: the commands on PostgreSQL, with the package trait `Postgres`.
         "LiaisonPostgres",
         .product(name: "GRDB", package: "GRDB.swift"),

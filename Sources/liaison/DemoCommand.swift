@@ -4,7 +4,12 @@ import Foundation
 import GRDB
 import Liaison
 import LiaisonStore
+import LiaisonSwiftUI
 import Observation  // @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *): the view scene
+
+#if canImport(SwiftUIModel)
+  import SwiftUIModel  // Linux: the view scene's view runs in SwiftUI's model
+#endif
 
 struct DemoCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
@@ -129,25 +134,58 @@ struct DemoCommand: AsyncParsableCommand {
     try printLine("   Messages wait on disk until acknowledged: a crash can repeat one, never lose one.\n")
   }
 
-  /// Question 6: up to the view, a model that another process's writes update.
-  private func viewScene(_ container: SharedContainer) async throws {
-    try printLine("6. The widget shows the app's theme; does its view follow the app's changes?  (ObservedValue)")
-    guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else {
-      try printLine("   (Skipped: the models need Observation, macOS 14 or later.)\n")
-      return
+  #if canImport(SwiftUIModel)
+    /// Question 6: up to the view, a view property that another process's writes update. On
+    /// Linux, which has no SwiftUI, the view runs in a model of SwiftUI's update cycle.
+    @MainActor private func viewScene(_ container: SharedContainer) async throws {
+      try printLine("6. The widget shows the app's theme; does its view follow the app's changes?  (@SharedValue)")
+      let host = ViewHost(ThemeView().liaisonContainer(container))
+      var shown = host.shown
+      try say("widget", "its first frame shows the theme \"\(shown)\"")
+      let app = try DemoActor(role: "theme-writer", container: container)
+      for _ in 0..<3 {
+        app.send("next")
+        try say("app", try app.readLine())
+        while host.shown == shown {
+          let evaluated = host.evaluations
+          try await Self.wait(for: Task { await host.waitForEvaluation(after: evaluated) }, "the widget's view")
+        }
+        shown = host.shown
+        try say("widget", "redraws by itself: the theme is \"\(shown)\"")
+      }
+      try printLine("   One line in the view: @SharedValue(\"theme\", in: \"settings\") var theme = \"system\".")
+      try printLine("   The write rang the domain's signal; the view read the new value and drew again.")
+      try printLine("   (Linux has no SwiftUI: the view ran in Liaison's model of SwiftUI's update cycle.)\n")
     }
-    let theme = try await ObservedValue(Self.theme, in: try await container.defaults("settings"))
-    try say("widget", "its view shows the theme \"\(await theme.value ?? "system")\"")
-    let app = try DemoActor(role: "theme-writer", container: container)
-    for _ in 0..<3 {
-      let changed = await Self.change { _ = theme.value }
-      app.send("next")
-      try say("app", try app.readLine())
-      try await Self.wait(for: changed, "the widget's model to show the app's write")
-      try say("widget", "redraws by itself: the theme is \"\(await theme.value ?? "system")\"")
+
+    /// The widget's view.
+    struct ThemeView: View {
+      @SharedValue("theme", in: "settings") var theme = "system"
+
+      var body: Text { Text(theme) }
     }
-    try printLine("   No refresh button: the write rang the domain's signal, and the model read the new value.\n")
-  }
+  #else
+    /// Question 6: up to the view, a model that another process's writes update.
+    private func viewScene(_ container: SharedContainer) async throws {
+      try printLine("6. The widget shows the app's theme; does its view follow the app's changes?  (ObservedValue)")
+      guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else {
+        try printLine("   (Skipped: the models need Observation, macOS 14 or later.)\n")
+        return
+      }
+      let theme = try await ObservedValue(Self.theme, in: try await container.defaults("settings"))
+      try say("widget", "its view shows the theme \"\(await theme.value ?? "system")\"")
+      let app = try DemoActor(role: "theme-writer", container: container)
+      for _ in 0..<3 {
+        let changed = await Self.change { _ = theme.value }
+        app.send("next")
+        try say("app", try app.readLine())
+        try await Self.wait(for: changed, "the widget's model to show the app's write")
+        try say("widget", "redraws by itself: the theme is \"\(await theme.value ?? "system")\"")
+      }
+      try printLine("   No refresh button: the write rang the domain's signal, and the model read the new value.\n")
+    }
+
+  #endif
 
   static let theme = DefaultsKey<String>("theme")
 
@@ -352,3 +390,10 @@ struct DemoActorCommand: AsyncParsableCommand {
     }
   }
 }
+
+#if canImport(SwiftUIModel)
+  extension ViewHost {
+    /// What the hosted view's last `body` shows.
+    fileprivate var shown: String { (body as? Text)?.content ?? "" }
+  }
+#endif
