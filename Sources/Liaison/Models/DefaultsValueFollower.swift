@@ -48,31 +48,46 @@ package final class DefaultsValueFollower<Value: Codable & Sendable> {
     self.value = value
     let clock = ModelFollowing.clock(of: defaults)
     following.start { [weak self] in
-      await Self.follow(defaults, updateInterval: updateInterval, clock: clock) { [weak self] in
+      await Self.follow(key, in: defaults, updateInterval: updateInterval, clock: clock) { [weak self] read in
         // Through the weak reference: the rest between updates must not keep a released
         // follower alive.
-        await self?.showStored()
-      } failed: { [weak self] error in
-        await self?.show(.failure(error))
+        await self?.showRead(read)
       }
     }
   }
 
-  /// Watches `defaults` and calls `changed` once now, then after every change, until it returns
-  /// `nil` (the follower is gone) or the watch fails.
+  /// Watches `defaults`, then reads the key and hands the read to `show` once now, then after
+  /// every change, until `show` returns `nil` (the follower is gone) or the watch fails. The key
+  /// is read here, off the main actor: `show` is the one hop to it.
   private nonisolated static func follow<Defaults: CoordinationDefaults>(
-    _ defaults: Defaults, updateInterval: Duration, clock: LiaisonClock,
-    changed: @Sendable () async -> Void?, failed: @Sendable (LiaisonError) async -> Void
+    _ key: DefaultsKey<Value>, in defaults: Defaults, updateInterval: Duration, clock: LiaisonClock,
+    show: @Sendable (Result<Value?, LiaisonError>) async -> Void?
   ) async {
+    let changes: Defaults.Changes
+    do throws(LiaisonError) {
+      changes = try await defaults.changes()
+    } catch {
+      _ = await show(.failure(error))
+      return
+    }
+    if await show(await read(key, in: defaults)) == nil { return }
     do {
-      let changes = try await defaults.changes()
-      if await changed() == nil { return }
       for try await _ in changes {
-        if await changed() == nil { return }
+        if await show(await read(key, in: defaults)) == nil { return }
         await ModelFollowing.rest(updateInterval, on: clock)
       }
     } catch {
-      await failed(.from(error, doing: "follow the domain '\(defaults.domain)'"))
+      _ = await show(.failure(.from(error, doing: "follow the domain '\(defaults.domain)'")))
+    }
+  }
+
+  private nonisolated static func read(
+    _ key: DefaultsKey<Value>, in defaults: some CoordinationDefaults
+  ) async -> Result<Value?, LiaisonError> {
+    do throws(LiaisonError) {
+      return .success(try await defaults.get(key))
+    } catch {
+      return .failure(error)
     }
   }
 
@@ -138,18 +153,16 @@ package final class DefaultsValueFollower<Value: Codable & Sendable> {
     await showStored(keepingError: failure != nil)
   }
 
-  /// Reads the key from the store and shows it, unless a write of this follower is in flight (its
-  /// end reads again). Returns nothing: a `Void?` that the following task reads as "the follower
-  /// is still there".
+  /// Reads the key from the store and shows it (see ``showRead(_:keepingError:)``).
   private func showStored(keepingError: Bool = false) async {
     guard writesInFlight == 0 else { return }
-    let read: Result<Value?, LiaisonError>
-    do throws(LiaisonError) {
-      read = .success(try await defaults.get(key))
-    } catch {
-      read = .failure(error)
-    }
-    // A write may have begun while the store was read: it shows its own value, then reads again.
+    showRead(await Self.read(key, in: defaults), keepingError: keepingError)
+  }
+
+  /// Shows what was read from the store, unless a write of this follower is in flight (its end
+  /// reads again). Returns nothing: a `Void?` that the following task reads as "the follower is
+  /// still there".
+  private func showRead(_ read: Result<Value?, LiaisonError>, keepingError: Bool = false) {
     guard writesInFlight == 0 else { return }
     show(read, keepingError: keepingError)
   }
