@@ -55,7 +55,7 @@ enum ViewScenarios {
       return ScenarioResult(
         measurement: Measurement("view.visibility", samples[0]), unit: "ns",
         baselines: [Measurement("defaults.visibility", samples[1]), Measurement("floor.pipe-to-async", samples[2])],
-        target: "≤ defaults.visibility + one main-actor hop")
+        target: "≤ defaults.visibility + two main-actor hops (the follower's, then the body's)")
     }
 
     /// A view that shows the counter of `domain`, as an app's would.
