@@ -98,6 +98,23 @@ import Testing
       #expect(view.error?.code == .tooLarge, "\(String(describing: view.error))")
     }
 
+    /// A preview's container in one line: a new, empty folder of its own (mode 0700) each time,
+    /// where the view shows its default and writes.
+    @Test func aPreviewGetsAThrowawayContainerInOneLine() async throws {
+      let view = ThemeView()
+      let container = try SharedContainer.temporary()
+      let host = ViewHost(view.liaisonContainer(container))
+      #expect(host.body as? Text == Text("system"))
+      view.binding.wrappedValue = "dark"
+      try await evaluations(of: host, until: Text("dark"))
+      let other = try SharedContainer.temporary()
+      #expect(other.directory != container.directory)
+      var status = stat()
+      #expect(stat(container.directory, &status) == 0 && status.st_mode & 0o777 == 0o700)
+      try? FileManager.default.removeItem(atPath: container.directory)
+      try? FileManager.default.removeItem(atPath: other.directory)
+    }
+
     /// With no container in the environment, the view shows the default, and the error says what
     /// to do.
     @Test func withoutAContainerTheViewShowsTheDefaultAndWhy() {

@@ -132,6 +132,22 @@ public final class SharedContainer: Sendable {
     try SharedContainer(directory: standardDirectory, createIfMissing: true)
   }
 
+  /// A new, empty container in a folder of its own under the system's temporary folder, for a
+  /// SwiftUI preview or a test: `ContentView().liaisonContainer(try .temporary())`. Nothing
+  /// removes the folder: the system cleans its temporary folder as it does for other files.
+  ///
+  /// - Throws: ``LiaisonError`` when the folder cannot be created.
+  public static func temporary() throws(LiaisonError) -> SharedContainer {
+    let parent = FileManager.default.temporaryDirectory.path
+    var template = Array((parent + "/liaison-XXXXXX").utf8CString)
+    // mkdtemp makes the folder with mode 0700, under a name nobody else has.
+    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+      throw LiaisonError.system(currentErrno(), "create a temporary container folder", path: parent)
+    }
+    return try SharedContainer(
+      directory: String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self))
+  }
+
   /// The directory ``standard()`` opens: `$LIAISON_CONTAINER` if set and not empty, else
   /// ``defaultDirectory``.
   public static var standardDirectory: String {
