@@ -84,6 +84,49 @@
       withExtendedLifetime(place) {}
     }
 
+    /// The models' own writes on each backend: a `set` shows at once and reaches the store; an
+    /// `update` is atomic against another process's increments; a refused write (over the size
+    /// limit) goes back to the store's value with the refusal in `error`; an inbox's
+    /// acknowledgement after its close fails, in `error` too.
+    @Test(
+      .enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), .enabled(if: modelsExist),
+      arguments: Backend.allCases)
+    @MainActor func aModelsOwnWritesAndTheirFailures(_ backend: Backend) async throws {
+      guard #available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *) else { return }
+      let place = try BackendPlace(backend)
+      try await ownWrites(try await place.openStore(), place: place)
+      withExtendedLifetime(place) {}
+    }
+
+    @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)
+    @MainActor private func ownWrites(_ store: some CoordinationStore, place: BackendPlace) async throws {
+      let defaults = try await store.defaults("own")
+      let theme = try await ObservedValue(DefaultsKey<String>("theme"), in: defaults)
+      let write = theme.set("dark")
+      #expect(theme.value == "dark", "shown before the store answered")
+      try await write.value
+      #expect(try await defaults.get(DefaultsKey<String>("theme")) == "dark")
+      let refused = theme.set(String(repeating: "x", count: 2 << 20))
+      await #expect(throws: LiaisonError.self) { try await refused.value }
+      try await until("the store's value is back", observing: { theme.value }, satisfies: { $0 == "dark" })
+      #expect(theme.error?.code == .tooLarge)
+
+      let counter = try await ObservedValue(DefaultsKey<Int>("counter"), in: defaults)
+      let incrementer = try place.peer()
+      incrementer.start(.placeDincrement, "own", "counter", 200)
+      for _ in 0..<200 { try await counter.update { ($0 ?? 0) + 1 } }
+      #expect(try incrementer.child.readLine(timeout: 600) == "ok done")
+      try await until("the model shows 400", observing: { counter.value }, satisfies: { $0 == 400 })
+
+      let inbox = try await ObservedInbox(try await store.mailbox("own", sender: "app"), of: PeerMessage.self)
+      try place.peer().send(.placeMsend, "own", "web", 1)
+      try await until("the inbox shows the message", observing: { inbox.messages.count }, satisfies: { $0 == 1 })
+      let message = inbox.messages[0]
+      await inbox.close()
+      await #expect(throws: LiaisonError.self) { try await inbox.acknowledge([message]).value }
+      #expect(inbox.error?.code == .closed)
+    }
+
     /// A burst of 1,000 atomic increments by another process: the model ends on the last value,
     /// through at most one update per update interval (500 ms), and one at once, however long a
     /// loaded machine (or a sanitizer) makes the burst take: the bound is counted from the time
