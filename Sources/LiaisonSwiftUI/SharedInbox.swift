@@ -30,12 +30,9 @@ import LiaisonStore
 /// and macOS 13.
 @MainActor @propertyWrapper
 public struct SharedInbox<Payload: Decodable & Sendable>: @preconcurrency DynamicProperty {
-  @State private var part = ViewPart<InboxFollower<Payload>>()
-  @State private var revision = 0
-  @Environment(\.liaisonContainer) private var environmentContainer
+  private var followed: FollowedPart<InboxFollower<Payload>>
   private let name: String
   private let sender: String
-  private let container: (any CoordinationStore)?
   private let batchSize: Int
   private let updateInterval: Duration
 
@@ -51,39 +48,30 @@ public struct SharedInbox<Payload: Decodable & Sendable>: @preconcurrency Dynami
     _ name: String, sender: String, container: (any CoordinationStore)? = nil, batchSize: Int = 256,
     updateInterval: Duration = .milliseconds(16)
   ) {
+    followed = FollowedPart(container: container)
     self.name = name
     self.sender = sender
-    self.container = container
     self.batchSize = batchSize
     self.updateInterval = updateInterval
   }
 
   /// The messages received and not yet acknowledged, oldest first.
-  public var wrappedValue: [MailboxEnvelope<Payload>] {
-    _ = revision
-    return part.follower?.messages ?? []
-  }
+  public var wrappedValue: [MailboxEnvelope<Payload>] { followed.follower?.messages ?? [] }
 
   /// The property itself: `$name.acknowledge(_:)`, `$name.waitingCount`, `$name.error`.
   public var projectedValue: SharedInbox { self }
 
   /// How many messages wait in the mailbox, the ones shown included.
-  public var waitingCount: Int {
-    _ = revision
-    return part.follower?.waitingCount ?? 0
-  }
+  public var waitingCount: Int { followed.follower?.waitingCount ?? 0 }
 
   /// Why the property could not open, receive or acknowledge, the last time it failed.
-  public var error: LiaisonError? {
-    _ = revision
-    return part.openError ?? part.follower?.error
-  }
+  public var error: LiaisonError? { followed.error }
 
   /// Acknowledges messages: they leave the view and the mailbox for good. A view's action calls
   /// it without `await`; a failure shows in ``error``, and the returned task throws it.
   @discardableResult
   public func acknowledge(_ envelopes: [MailboxEnvelope<Payload>]) -> Task<Void, any Error> {
-    guard let follower = part.follower else {
+    guard let follower = followed.follower else {
       let error = LiaisonError(.closed, "The inbox '\(name)' is not open yet: it has shown no message.")
       return Task { throw error }
     }
@@ -93,9 +81,9 @@ public struct SharedInbox<Payload: Decodable & Sendable>: @preconcurrency Dynami
   /// Opens the mailbox before the view's first `body`, and from then on redraws the view as
   /// messages come.
   public func update() {
-    let (name, sender, batchSize, updateInterval, revision) = (name, sender, batchSize, updateInterval, $revision)
-    part.open(
-      "the mailbox '\(name)'", in: container ?? environmentContainer, redraw: { revision.wrappedValue &+= 1 },
+    let (name, sender, batchSize, updateInterval) = (name, sender, batchSize, updateInterval)
+    followed.open(
+      "the mailbox '\(name)'",
       now: { folder throws(LiaisonError) in
         let mailbox = try folder.mailbox(name, sender: sender)
         return InboxFollower(

@@ -26,11 +26,8 @@ import LiaisonStore
 /// (``SwiftUI/View/liaisonContainer(_:)``) or is given to the property. From iOS 16 and macOS 13.
 @MainActor @propertyWrapper
 public struct SharedPresence: @preconcurrency DynamicProperty {
-  @State private var part = ViewPart<PresenceFollower>()
-  @State private var revision = 0
-  @Environment(\.liaisonContainer) private var environmentContainer
+  private var followed: FollowedPart<PresenceFollower>
   private let name: String
-  private let container: (any CoordinationStore)?
   private let updateInterval: Duration
 
   /// The presence `name`.
@@ -40,8 +37,8 @@ public struct SharedPresence: @preconcurrency DynamicProperty {
   ///   - container: the container to read from, in place of the environment's.
   ///   - updateInterval: the least time between two updates (by default about a frame at 60 Hz).
   public init(_ name: String, container: (any CoordinationStore)? = nil, updateInterval: Duration = .milliseconds(16)) {
+    followed = FollowedPart(container: container)
     self.name = name
-    self.container = container
     self.updateInterval = updateInterval
   }
 
@@ -52,23 +49,17 @@ public struct SharedPresence: @preconcurrency DynamicProperty {
   public var projectedValue: SharedPresence { self }
 
   /// Who holds the presence; `nil` when nobody does.
-  public var holder: PresenceHolder? {
-    _ = revision
-    return part.follower?.holder
-  }
+  public var holder: PresenceHolder? { followed.follower?.holder }
 
   /// Why the property could not open or follow the presence, if it could not.
-  public var error: LiaisonError? {
-    _ = revision
-    return part.openError ?? part.follower?.error
-  }
+  public var error: LiaisonError? { followed.error }
 
   /// Opens the presence before the view's first `body`, and from then on redraws the view when
   /// its holder changes.
   public func update() {
-    let (name, updateInterval, revision) = (name, updateInterval, $revision)
-    part.open(
-      "the presence '\(name)'", in: container ?? environmentContainer, redraw: { revision.wrappedValue &+= 1 },
+    let (name, updateInterval) = (name, updateInterval)
+    followed.open(
+      "the presence '\(name)'",
       now: { folder throws(LiaisonError) in
         let presence = try folder.presence(name)
         return PresenceFollower(presence, holder: try presence.holder, updateInterval: updateInterval)

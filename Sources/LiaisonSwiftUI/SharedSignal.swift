@@ -33,11 +33,8 @@ import LiaisonStore
 /// From iOS 16 and macOS 13.
 @MainActor @propertyWrapper
 public struct SharedSignal: @preconcurrency DynamicProperty {
-  @State private var part = ViewPart<SignalFollower>()
-  @State private var revision = 0
-  @Environment(\.liaisonContainer) private var environmentContainer
+  private var followed: FollowedPart<SignalFollower>
   private let name: String
-  private let container: (any CoordinationStore)?
   private let updateInterval: Duration
 
   /// The signal `name`.
@@ -47,46 +44,34 @@ public struct SharedSignal: @preconcurrency DynamicProperty {
   ///   - container: the container to read from, in place of the environment's.
   ///   - updateInterval: the least time between two updates (by default about a frame at 60 Hz).
   public init(_ name: String, container: (any CoordinationStore)? = nil, updateInterval: Duration = .milliseconds(16)) {
+    followed = FollowedPart(container: container)
     self.name = name
-    self.container = container
     self.updateInterval = updateInterval
   }
 
   /// How many posts the signal has had in all (0 for a signal never posted, or before the first
   /// read): it grows with every post, so a view that reads it is redrawn after each.
-  public var wrappedValue: UInt64 {
-    _ = revision
-    return part.follower?.sequence ?? 0
-  }
+  public var wrappedValue: UInt64 { followed.follower?.sequence ?? 0 }
 
   /// The property itself: ``state``, ``notifiedAt`` and ``error`` as `$name.state`, ….
   public var projectedValue: SharedSignal { self }
 
   /// The state of the last post (0 for a signal never posted, or before the first read).
-  public var state: UInt64 {
-    _ = revision
-    return part.follower?.state ?? 0
-  }
+  public var state: UInt64 { followed.follower?.state ?? 0 }
 
   /// When the last post's notification reached this process; `nil` when none has since the view
   /// appeared.
-  public var notifiedAt: Date? {
-    _ = revision
-    return part.follower?.notifiedAt
-  }
+  public var notifiedAt: Date? { followed.follower?.notifiedAt }
 
   /// Why the property could not open or follow the signal, if it could not.
-  public var error: LiaisonError? {
-    _ = revision
-    return part.openError ?? part.follower?.error
-  }
+  public var error: LiaisonError? { followed.error }
 
   /// Opens the signal before the view's first `body`, and from then on redraws the view after
   /// every post.
   public func update() {
-    let (name, updateInterval, revision) = (name, updateInterval, $revision)
-    part.open(
-      "the signal '\(name)'", in: container ?? environmentContainer, redraw: { revision.wrappedValue &+= 1 },
+    let (name, updateInterval) = (name, updateInterval)
+    followed.open(
+      "the signal '\(name)'",
       now: { folder throws(LiaisonError) in
         let signal = try folder.signal(name)
         return SignalFollower(

@@ -64,3 +64,46 @@ final class ViewPart<Follower: ViewFollower> {
     opened?(follower)
   }
 }
+
+#if canImport(SwiftUI)
+  import SwiftUI
+#else
+  import SwiftUIModel  // Linux, where SwiftUI does not exist: its model, for Liaison's tests
+#endif
+
+/// What ``SharedPresence``, ``SharedSignal`` and ``SharedInbox`` hold: their part's
+/// ``ViewPart`` in a `State`, what redraws the view, and the container (given, or the
+/// environment's). A dynamic property of theirs, which SwiftUI updates before them.
+@MainActor
+struct FollowedPart<Follower: ViewFollower>: DynamicProperty {
+  @State private var part = ViewPart<Follower>()
+  /// What the part changes when the view must show something new: each read of the follower
+  /// reads it too, so that the view depends on it.
+  @State private var revision = 0
+  @Environment(\.liaisonContainer) private var environmentContainer
+  private let container: (any CoordinationStore)?
+
+  init(container: (any CoordinationStore)?) { self.container = container }
+
+  /// The follower, once the part is open.
+  var follower: Follower? {
+    _ = revision
+    return part.follower
+  }
+
+  /// Why the part could not be opened or followed, if it could not.
+  var error: LiaisonError? {
+    _ = revision
+    return part.openError ?? part.follower?.error
+  }
+
+  /// Opens the part, once (see ``ViewPart/open(_:in:redraw:now:later:)``).
+  func open(
+    _ what: String, now: (SharedContainer) throws(LiaisonError) -> Follower,
+    later: @escaping @MainActor (any CoordinationStore) async throws(LiaisonError) -> Follower
+  ) {
+    let revision = $revision
+    part.open(
+      what, in: container ?? environmentContainer, redraw: { revision.wrappedValue &+= 1 }, now: now, later: later)
+  }
+}

@@ -4,6 +4,8 @@
 package protocol ViewFollower: AnyObject {
   /// Called after what the follower shows changed.
   var didChange: (@MainActor () -> Void)? { get set }
+  /// Why the follower could not read, follow or write its part, the last time it failed.
+  var error: LiaisonError? { get }
 }
 
 extension DefaultsValueFollower: ViewFollower {}
