@@ -43,8 +43,9 @@ struct SuspensionTests {
     let postsBefore = posts.withLock { $0 }
     try peer.send(.dbinsert, "items", "2")
     try await waitUntilOffThePool("the commits' posts arrive") { posts.withLock { $0 } > postsBefore }
-    // The relay is queued beside that delivery: a bound for it to show, were it made.
-    try await Task.sleep(for: .milliseconds(500))
+    // Every relay asks first whether the container is suspended, and defers itself to resume()
+    // if so: once one is deferred, none reads while suspended (the old code deferred none).
+    try await waitUntilOffThePool("a relay is deferred to resume()") { container.actionsOwedAtResume > 0 }
     #expect(seen.withLock { $0.last } == 1, "relayed while suspended: \(seen.withLock { $0 })")
     try container.resume()
     try await waitUntilOffThePool("the commits are relayed at resume()") { seen.withLock { $0.last } == 3 }

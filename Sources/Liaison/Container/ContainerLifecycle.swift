@@ -181,6 +181,9 @@ final class ContainerLifecycle: Sendable {
     if runNow { action() }
   }
 
+  /// How many actions wait for the next ``resume()``.
+  var owedAtResume: Int { state.withLock { $0.afterResume.count } }
+
   /// Takes an exclusive `flock` on `fd`, a file of the container, for the brief `body`: waiting
   /// for another holder in the kernel, but never past a ``suspend()``, which interrupts the wait.
   ///
@@ -380,4 +383,8 @@ extension SharedContainer {
   package func afterResume(_ action: @escaping @Sendable () -> Void) {
     lifecycle.afterResume(action)
   }
+
+  /// How many actions wait for the next ``resume()`` (``afterResume(_:)``): what the tests read to
+  /// know that a ring or a relay was deferred.
+  package var actionsOwedAtResume: Int { lifecycle.owedAtResume }
 }
