@@ -1,6 +1,6 @@
 // swift-tools-version: 6.1
 // A package as a user writes it from the README's installation snippet: CI builds and runs it
-// (.ci/run), so that the snippet's lines, the three library products and the trait `Postgres`
+// (.ci/run), so that the snippet's lines, the four library products and the trait `Postgres`
 // are proven to work from outside.
 //
 // The one difference: the README's `.package(url: "https://github.com/…/Liaison", from: "…",
@@ -22,6 +22,7 @@ let package = Package(
         .product(name: "Liaison", package: "Liaison"),
         .product(name: "LiaisonStore", package: "Liaison"),
         .product(name: "LiaisonPostgres", package: "Liaison"),
+        .product(name: "LiaisonSwiftUI", package: "Liaison"),
       ]
     )
   ]

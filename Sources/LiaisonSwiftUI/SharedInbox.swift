@@ -23,7 +23,7 @@ import LiaisonStore
 /// }
 /// ```
 ///
-/// The property is the mailbox's one receiver while its view is shown, as ``Liaison/ObservedInbox``
+/// The property is the mailbox's one receiver while its view is shown, as ``/Liaison/ObservedInbox``
 /// is: a second one (another window) waits, showing nothing, and takes over when the first
 /// closes; `suspend()` hands the messages not acknowledged back, and after `resume()` they come
 /// again. `$name.waitingCount` and `$name.error` say how many wait, and what failed. From iOS 16
@@ -39,8 +39,8 @@ public struct SharedInbox<Payload: Decodable & Sendable>: @preconcurrency Dynami
   /// The mailbox `name`, received as this process's `sender`.
   ///
   /// - Parameters:
-  ///   - name: the mailbox's name (a ``Liaison/LiaisonName``).
-  ///   - sender: who this process is, in what it sends (see ``Liaison/CoordinationMailbox/sender``).
+  ///   - name: the mailbox's name (a ``/Liaison/LiaisonName``).
+  ///   - sender: who this process is, in what it sends (see ``/Liaison/CoordinationMailbox/sender``).
   ///   - container: the container to read from, in place of the environment's.
   ///   - batchSize: the most messages one update adds.
   ///   - updateInterval: the least time between two updates (by default about a frame at 60 Hz).

@@ -23,7 +23,7 @@ import LiaisonStore
 /// `$isRecording.holder` says who holds it, and `$isRecording.error` why the property stopped
 /// following it. On a folder's container the first frame shows the presence as it is; on
 /// PostgreSQL, not held until the first read returns. The container comes from the environment
-/// (``SwiftUI/View/liaisonContainer(_:)``) or is given to the property. From iOS 16 and macOS 13.
+/// (`.liaisonContainer(_:)`) or is given to the property. From iOS 16 and macOS 13.
 @MainActor @propertyWrapper
 public struct SharedPresence: @preconcurrency DynamicProperty {
   private var followed: FollowedPart<PresenceFollower>
@@ -33,7 +33,7 @@ public struct SharedPresence: @preconcurrency DynamicProperty {
   /// The presence `name`.
   ///
   /// - Parameters:
-  ///   - name: the presence's name (a ``Liaison/LiaisonName``).
+  ///   - name: the presence's name (a ``/Liaison/LiaisonName``).
   ///   - container: the container to read from, in place of the environment's.
   ///   - updateInterval: the least time between two updates (by default about a frame at 60 Hz).
   public init(_ name: String, container: (any CoordinationStore)? = nil, updateInterval: Duration = .milliseconds(16)) {

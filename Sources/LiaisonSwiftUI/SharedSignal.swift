@@ -40,7 +40,7 @@ public struct SharedSignal: @preconcurrency DynamicProperty {
   /// The signal `name`.
   ///
   /// - Parameters:
-  ///   - name: the signal's name (a ``Liaison/LiaisonName``).
+  ///   - name: the signal's name (a ``/Liaison/LiaisonName``).
   ///   - container: the container to read from, in place of the environment's.
   ///   - updateInterval: the least time between two updates (by default about a frame at 60 Hz).
   public init(_ name: String, container: (any CoordinationStore)? = nil, updateInterval: Duration = .milliseconds(16)) {

@@ -29,7 +29,7 @@ import LiaisonStore
 /// - **A write shows at once** and the store's answer follows: a refused write (over the size
 ///   limit) goes back to the store's value, with the reason in `_theme.error`. A write that
 ///   returns after another process's later one never hides it.
-/// - The container comes from the environment (``SwiftUI/View/liaisonContainer(_:)``, once at the
+/// - The container comes from the environment (`.liaisonContainer(_:)`, once at the
 ///   root), or is given to the property (`container:`); the first one the property sees is the
 ///   one it keeps. Without one, the property shows its default and `error` says why.
 /// - It needs no Observation: from iOS 16 and macOS 13.
@@ -46,7 +46,7 @@ public struct SharedValue<Value: Codable & Sendable>: @preconcurrency DynamicPro
   ///
   /// - Parameters:
   ///   - wrappedValue: what the view shows when the key has no value (or before the first read).
-  ///   - key: the key's name (a ``Liaison/LiaisonName``).
+  ///   - key: the key's name (a ``/Liaison/LiaisonName``).
   ///   - domain: the defaults domain it is in.
   ///   - container: the container to read from, in place of the environment's.
   ///   - updateInterval: the least time between two updates (by default about a frame at 60 Hz).

@@ -1,10 +1,12 @@
 // Uses each library product as the README shows it, from an `async` function: a lock (Liaison), a
-// default and a mailbox (LiaisonStore), and PostgreSQL's container (LiaisonPostgres, which is
-// empty without the trait `Postgres`: this does not compile unless the trait reached it).
+// default and a mailbox (LiaisonStore), PostgreSQL's container (LiaisonPostgres, which is empty
+// without the trait `Postgres`: this does not compile unless the trait reached it), and a view
+// property's type (LiaisonSwiftUI; on Linux built against Liaison's model of SwiftUI).
 import Foundation
 import Liaison
 import LiaisonPostgres
 import LiaisonStore
+import LiaisonSwiftUI
 
 @main
 struct Consumer {
@@ -16,6 +18,7 @@ struct Consumer {
     try await launch(in: CommandLine.arguments[1])
     let fleet: PostgresContainer.Type = PostgresContainer.self
     print("built with the trait Postgres: \(fleet)")
+    print("a view property: \(SharedValue<String>.self)")
   }
 }
 
