@@ -28,8 +28,8 @@ import LiaisonStore
 /// closes; `suspend()` hands the messages not acknowledged back, and after `resume()` they come
 /// again. `$name.waitingCount` and `$name.error` say how many wait, and what failed. From iOS 16
 /// and macOS 13.
-@MainActor @propertyWrapper
-public struct SharedInbox<Payload: Decodable & Sendable>: @preconcurrency DynamicProperty {
+@propertyWrapper
+public struct SharedInbox<Payload: Decodable & Sendable>: DynamicProperty {
   private var followed: FollowedPart<InboxFollower<Payload>>
   private let name: String
   private let sender: String
@@ -56,21 +56,21 @@ public struct SharedInbox<Payload: Decodable & Sendable>: @preconcurrency Dynami
   }
 
   /// The messages received and not yet acknowledged, oldest first.
-  public var wrappedValue: [MailboxEnvelope<Payload>] { followed.follower?.messages ?? [] }
+  @MainActor public var wrappedValue: [MailboxEnvelope<Payload>] { followed.follower?.messages ?? [] }
 
   /// The property itself: `$name.acknowledge(_:)`, `$name.waitingCount`, `$name.error`.
   public var projectedValue: SharedInbox { self }
 
   /// How many messages wait in the mailbox, the ones shown included.
-  public var waitingCount: Int { followed.follower?.waitingCount ?? 0 }
+  @MainActor public var waitingCount: Int { followed.follower?.waitingCount ?? 0 }
 
   /// Why the property could not open, receive or acknowledge, the last time it failed.
-  public var error: LiaisonError? { followed.error }
+  @MainActor public var error: LiaisonError? { followed.error }
 
   /// Acknowledges messages: they leave the view and the mailbox for good. A view's action calls
   /// it without `await`; a failure shows in ``error``, and the returned task throws it.
   @discardableResult
-  public func acknowledge(_ envelopes: [MailboxEnvelope<Payload>]) -> Task<Void, any Error> {
+  @MainActor public func acknowledge(_ envelopes: [MailboxEnvelope<Payload>]) -> Task<Void, any Error> {
     guard let follower = followed.follower else {
       let error = LiaisonError(.closed, "The inbox '\(name)' is not open yet: it has shown no message.")
       return Task { throw error }
@@ -96,7 +96,7 @@ public struct SharedInbox<Payload: Decodable & Sendable>: @preconcurrency Dynami
       })
   }
 
-  private static func follow(_ mailbox: some CoordinationMailbox, batchSize: Int, updateInterval: Duration)
+  @MainActor private static func follow(_ mailbox: some CoordinationMailbox, batchSize: Int, updateInterval: Duration)
     async throws(LiaisonError) -> InboxFollower<Payload>
   {
     InboxFollower(

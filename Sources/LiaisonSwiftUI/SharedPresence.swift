@@ -24,8 +24,8 @@ import LiaisonStore
 /// following it. On a folder's container the first frame shows the presence as it is; on
 /// PostgreSQL, not held until the first read returns. The container comes from the environment
 /// (`.liaisonContainer(_:)`) or is given to the property. From iOS 16 and macOS 13.
-@MainActor @propertyWrapper
-public struct SharedPresence: @preconcurrency DynamicProperty {
+@propertyWrapper
+public struct SharedPresence: DynamicProperty {
   private var followed: FollowedPart<PresenceFollower>
   private let name: String
   private let updateInterval: Duration
@@ -43,16 +43,16 @@ public struct SharedPresence: @preconcurrency DynamicProperty {
   }
 
   /// Whether the presence is held now, by any process.
-  public var wrappedValue: Bool { holder != nil }
+  @MainActor public var wrappedValue: Bool { holder != nil }
 
   /// The property itself: ``holder`` and ``error`` as `$name.holder`, `$name.error`.
   public var projectedValue: SharedPresence { self }
 
   /// Who holds the presence; `nil` when nobody does.
-  public var holder: PresenceHolder? { followed.follower?.holder }
+  @MainActor public var holder: PresenceHolder? { followed.follower?.holder }
 
   /// Why the property could not open or follow the presence, if it could not.
-  public var error: LiaisonError? { followed.error }
+  @MainActor public var error: LiaisonError? { followed.error }
 
   /// Opens the presence before the view's first `body`, and from then on redraws the view when
   /// its holder changes.
@@ -69,7 +69,7 @@ public struct SharedPresence: @preconcurrency DynamicProperty {
       })
   }
 
-  private static func follow(_ presence: some CoordinationPresence, updateInterval: Duration)
+  @MainActor private static func follow(_ presence: some CoordinationPresence, updateInterval: Duration)
     async throws(LiaisonError) -> PresenceFollower
   {
     PresenceFollower(presence, holder: try await presence.holder, updateInterval: updateInterval)

@@ -31,8 +31,8 @@ import LiaisonStore
 /// latest. `$name.error` says why the property stopped following the signal. On a folder's
 /// container the first frame shows the last post; on PostgreSQL, 0 until the first read returns.
 /// From iOS 16 and macOS 13.
-@MainActor @propertyWrapper
-public struct SharedSignal: @preconcurrency DynamicProperty {
+@propertyWrapper
+public struct SharedSignal: DynamicProperty {
   private var followed: FollowedPart<SignalFollower>
   private let name: String
   private let updateInterval: Duration
@@ -51,20 +51,20 @@ public struct SharedSignal: @preconcurrency DynamicProperty {
 
   /// How many posts the signal has had in all (0 for a signal never posted, or before the first
   /// read): it grows with every post, so a view that reads it is redrawn after each.
-  public var wrappedValue: UInt64 { followed.follower?.sequence ?? 0 }
+  @MainActor public var wrappedValue: UInt64 { followed.follower?.sequence ?? 0 }
 
   /// The property itself: ``state``, ``notifiedAt`` and ``error`` as `$name.state`, ….
   public var projectedValue: SharedSignal { self }
 
   /// The state of the last post (0 for a signal never posted, or before the first read).
-  public var state: UInt64 { followed.follower?.state ?? 0 }
+  @MainActor public var state: UInt64 { followed.follower?.state ?? 0 }
 
   /// When the last post's notification reached this process; `nil` when none has since the view
   /// appeared.
-  public var notifiedAt: Date? { followed.follower?.notifiedAt }
+  @MainActor public var notifiedAt: Date? { followed.follower?.notifiedAt }
 
   /// Why the property could not open or follow the signal, if it could not.
-  public var error: LiaisonError? { followed.error }
+  @MainActor public var error: LiaisonError? { followed.error }
 
   /// Opens the signal before the view's first `body`, and from then on redraws the view after
   /// every post.
@@ -82,7 +82,7 @@ public struct SharedSignal: @preconcurrency DynamicProperty {
       })
   }
 
-  private static func follow(_ signal: some CoordinationSignal, updateInterval: Duration)
+  @MainActor private static func follow(_ signal: some CoordinationSignal, updateInterval: Duration)
     async throws(LiaisonError) -> SignalFollower
   {
     let sequence = try await signal.sequence

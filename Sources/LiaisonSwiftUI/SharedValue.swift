@@ -33,8 +33,8 @@ import LiaisonStore
 ///   root), or is given to the property (`container:`); the first one the property sees is the
 ///   one it keeps. Without one, the property shows its default and `error` says why.
 /// - It needs no Observation: from iOS 16 and macOS 13.
-@MainActor @propertyWrapper
-public struct SharedValue<Value: Codable & Sendable>: @preconcurrency DynamicProperty {
+@propertyWrapper
+public struct SharedValue<Value: Codable & Sendable>: DynamicProperty {
   @State private var core: SharedValueCore<Value>
   /// What the core changes when the view must show something new: each read of the value reads it
   /// too, so that the view depends on it.
@@ -62,7 +62,7 @@ public struct SharedValue<Value: Codable & Sendable>: @preconcurrency DynamicPro
 
   /// The key's value as the store has it (or as this view's writes in flight make it); the
   /// default while it has none. Setting it writes to the store.
-  public var wrappedValue: Value {
+  @MainActor public var wrappedValue: Value {
     get {
       _ = revision
       return core.value
@@ -71,14 +71,14 @@ public struct SharedValue<Value: Codable & Sendable>: @preconcurrency DynamicPro
   }
 
   /// A binding to the value, for controls: each change writes to the store.
-  public var projectedValue: Binding<Value> {
+  @MainActor public var projectedValue: Binding<Value> {
     let core = core
     return Binding(get: { core.value }, set: { core.set($0) })
   }
 
   /// Why the property could not open, read or write the key, the last time it failed (a refused
   /// write, no container); `nil` after the next success.
-  public var error: LiaisonError? {
+  @MainActor public var error: LiaisonError? {
     _ = revision
     return core.error
   }
@@ -86,8 +86,8 @@ public struct SharedValue<Value: Codable & Sendable>: @preconcurrency DynamicPro
   /// Opens the key in the container before the view's first `body` (SwiftUI calls it before
   /// each one), and from then on redraws the view when what it shows changes.
   public func update() {
-    let revision = $revision
-    core.open(in: container ?? environmentContainer) { revision.wrappedValue &+= 1 }
+    let (core, revision, container) = (core, $revision, container ?? environmentContainer)
+    onMainActor { core.open(in: container) { revision.wrappedValue &+= 1 } }
   }
 }
 
@@ -104,15 +104,11 @@ final class SharedValueCore<Value: Codable & Sendable> {
   /// shown at once, and written once it exists.
   private var pendingWrites: [Value] = []
 
-  init(key: String, domain: String, defaultValue: Value, updateInterval: Duration) {
+  nonisolated init(key: String, domain: String, defaultValue: Value, updateInterval: Duration) {
     self.key = key
     self.domain = domain
     self.defaultValue = defaultValue
     self.updateInterval = updateInterval
-    part.opened = { [weak self] follower in
-      for pending in self?.pendingWrites ?? [] { follower.set(pending) }
-      self?.pendingWrites = []
-    }
   }
 
   var value: Value { pendingWrites.last ?? part.follower?.value ?? defaultValue }
@@ -129,6 +125,12 @@ final class SharedValueCore<Value: Codable & Sendable> {
 
   /// Opens the key in `container`, once.
   func open(in container: (any CoordinationStore)?, redraw: @escaping @MainActor () -> Void) {
+    if part.opened == nil {
+      part.opened = { [weak self] follower in
+        for pending in self?.pendingWrites ?? [] { follower.set(pending) }
+        self?.pendingWrites = []
+      }
+    }
     let (key, domain, updateInterval) = (key, domain, updateInterval)
     part.open(
       "the key '\(key)' of '\(domain)'", in: container, redraw: redraw,

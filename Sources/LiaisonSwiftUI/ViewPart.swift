@@ -1,3 +1,4 @@
+import Foundation  // Thread.isMainThread
 import Liaison
 import LiaisonStore
 
@@ -18,7 +19,7 @@ final class ViewPart<Follower: ViewFollower> {
   /// Called once, when the follower is made.
   var opened: (@MainActor (Follower) -> Void)?
 
-  init() {}
+  nonisolated init() {}
 
   /// Opens the part in `container`, once (the first container the property sees is the one it
   /// keeps): with `now` on a folder's container, else with `later` in a task.
@@ -74,7 +75,11 @@ final class ViewPart<Follower: ViewFollower> {
 /// What ``SharedPresence``, ``SharedSignal`` and ``SharedInbox`` hold: their part's
 /// ``ViewPart`` in a `State`, what redraws the view, and the container (given, or the
 /// environment's). A dynamic property of theirs, which SwiftUI updates before them.
-@MainActor
+///
+/// SwiftUI calls `update()` without isolation (`DynamicProperty.update()` is nonisolated), on the
+/// main thread when it updates a view: the properties' `update()` are nonisolated too, and hop to
+/// the main actor with ``onMainActor(_:)``, not through a `@preconcurrency` conformance, whose
+/// executor check on every update has crashed apps (manaflow-ai/cmux#9124).
 struct FollowedPart<Follower: ViewFollower>: DynamicProperty {
   @State private var part = ViewPart<Follower>()
   /// What the part changes when the view must show something new: each read of the follower
@@ -86,24 +91,44 @@ struct FollowedPart<Follower: ViewFollower>: DynamicProperty {
   init(container: (any CoordinationStore)?) { self.container = container }
 
   /// The follower, once the part is open.
-  var follower: Follower? {
+  @MainActor var follower: Follower? {
     _ = revision
     return part.follower
   }
 
   /// Why the part could not be opened or followed, if it could not.
-  var error: LiaisonError? {
+  @MainActor var error: LiaisonError? {
     _ = revision
     return part.openError ?? part.follower?.error
   }
 
-  /// Opens the part, once (see ``ViewPart/open(_:in:redraw:now:later:)``).
+  /// Opens the part, once (see ``ViewPart/open(_:in:redraw:now:later:)``), on the main actor.
   func open(
-    _ what: String, now: (SharedContainer) throws(LiaisonError) -> Follower,
-    later: @escaping @MainActor (any CoordinationStore) async throws(LiaisonError) -> Follower
+    _ what: String, now: @escaping @MainActor @Sendable (SharedContainer) throws(LiaisonError) -> Follower,
+    later: @escaping @MainActor @Sendable (any CoordinationStore) async throws(LiaisonError) -> Follower
   ) {
-    let revision = $revision
-    part.open(
-      what, in: container ?? environmentContainer, redraw: { revision.wrappedValue &+= 1 }, now: now, later: later)
+    let (part, revision, container) = (part, $revision, container ?? environmentContainer)
+    onMainActor {
+      part.open(what, in: container, redraw: { revision.wrappedValue &+= 1 }, now: now, later: later)
+    }
   }
+}
+
+/// Runs `body` on the main actor: at once on the main thread, where SwiftUI calls `update()`
+/// (the main thread is the main actor's, and no executor check runs), else at the main actor's
+/// next turn.
+func onMainActor(_ body: @escaping @MainActor @Sendable () -> Void) {
+  #if canImport(SwiftUI)
+    if Thread.isMainThread {
+      // A main-actor function and a plain one have the same representation: on the main thread,
+      // calling it as a plain one is calling it on the main actor.
+      unsafeBitCast(body, to: (@Sendable () -> Void).self)()
+    } else {
+      Task { @MainActor in body() }
+    }
+  #else
+    // SwiftUI's model calls `update()` on the main actor, which Linux may run on another thread
+    // than the process's first: checked, as the model's honesty requires.
+    MainActor.assumeIsolated { body() }
+  #endif
 }

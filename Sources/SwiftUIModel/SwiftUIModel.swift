@@ -132,6 +132,9 @@ public struct Binding<Value> {
   }
 }
 
+/// A binding is `Sendable` when its value is, as SwiftUI's is.
+extension Binding: Sendable where Value: Sendable {}
+
 /// A key for accessing values in the environment.
 public protocol EnvironmentKey {
   associatedtype Value
