@@ -6,8 +6,11 @@
   import LiaisonSwiftUI
   import LiaisonTestSupport
   import Observation  // @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *): the models
-  import SwiftUIModel  // hosts the view properties' views, as SwiftUI does
   import Testing
+
+  #if canImport(SwiftUIModel)
+    import SwiftUIModel  // hosts the view properties' views, as SwiftUI does (Linux only)
+  #endif
 
   /// The observable models, on both backends, following writes, claims, deaths and sends made by
   /// other processes. Serialized: the last test counts the model tasks of the whole process.
@@ -44,45 +47,47 @@
       }
     }
 
-    /// A view with one property of each kind, as an app would write it.
-    struct EveryPartView: View {
-      @SharedValue("volume", in: "settings") var volume = 0
-      @SharedPresence("recording") var isRecording: Bool
-      @SharedSignal("notes-changed") var notesChanged
-      @SharedInbox("links", sender: "app") var links: [MailboxEnvelope<PeerMessage>]
+    #if canImport(SwiftUIModel)
+      /// A view with one property of each kind, as an app would write it.
+      struct EveryPartView: View {
+        @SharedValue("volume", in: "settings") var volume = 0
+        @SharedPresence("recording") var isRecording: Bool
+        @SharedSignal("notes-changed") var notesChanged
+        @SharedInbox("links", sender: "app") var links: [MailboxEnvelope<PeerMessage>]
 
-      var body: Text {
-        Text("\(volume) \(isRecording) \(notesChanged)/\($notesChanged.state) \(links.map(\.payload.n))")
+        var body: Text {
+          Text("\(volume) \(isRecording) \(notesChanged)/\($notesChanged.state) \(links.map(\.payload.n))")
+        }
+
+        func done(_ link: MailboxEnvelope<PeerMessage>) -> Task<Void, any Error> { $links.acknowledge([link]) }
       }
 
-      func done(_ link: MailboxEnvelope<PeerMessage>) -> Task<Void, any Error> { $links.acknowledge([link]) }
-    }
-
-    /// The view properties, in a view hosted in SwiftUI's model, follow other processes on each
-    /// backend: a set, a claim and its holder's SIGKILL, posts, sends; and the view acknowledges.
-    /// (On PostgreSQL the first frame shows the defaults: its reads are asynchronous.)
-    @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), arguments: Backend.allCases)
-    @MainActor func viewPropertiesFollowOtherProcesses(_ backend: Backend) async throws {
-      let place = try BackendPlace(backend)
-      let view = EveryPartView()
-      let host = ViewHost(view.liaisonContainer(try await place.openStore()))
-      #expect(host.body as? Text == Text("0 false 0/0 []"))
-      let writer = try place.peer()
-      try writer.send(.placeDset, "settings", "volume", 7)
-      try await evaluations(of: host, until: Text("7 false 0/0 []"))
-      let holder = try place.peer()
-      try holder.send(.placeClaim, "recording")
-      try await evaluations(of: host, until: Text("7 true 0/0 []"))
-      holder.kill()
-      try await evaluations(of: host, until: Text("7 false 0/0 []"))
-      for state in [3, 4] { try writer.send(.placePost, "notes-changed", state) }
-      try await evaluations(of: host, until: Text("7 false 2/4 []"))
-      try writer.send(.placeMsend, "links", "web", 2)
-      try await evaluations(of: host, until: Text("7 false 2/4 [0, 1]"))
-      try await view.done(view.links[0]).value
-      try await evaluations(of: host, until: Text("7 false 2/4 [1]"))
-      withExtendedLifetime(place) {}
-    }
+      /// The view properties, in a view hosted in SwiftUI's model, follow other processes on each
+      /// backend: a set, a claim and its holder's SIGKILL, posts, sends; and the view acknowledges.
+      /// (On PostgreSQL the first frame shows the defaults: its reads are asynchronous.)
+      @Test(.enabled(if: PostgresTestServer.mustRun, BackendPlace.postgresMessage), arguments: Backend.allCases)
+      @MainActor func viewPropertiesFollowOtherProcesses(_ backend: Backend) async throws {
+        let place = try BackendPlace(backend)
+        let view = EveryPartView()
+        let host = ViewHost(view.liaisonContainer(try await place.openStore()))
+        #expect(host.body as? Text == Text("0 false 0/0 []"))
+        let writer = try place.peer()
+        try writer.send(.placeDset, "settings", "volume", 7)
+        try await evaluations(of: host, until: Text("7 false 0/0 []"))
+        let holder = try place.peer()
+        try holder.send(.placeClaim, "recording")
+        try await evaluations(of: host, until: Text("7 true 0/0 []"))
+        holder.kill()
+        try await evaluations(of: host, until: Text("7 false 0/0 []"))
+        for state in [3, 4] { try writer.send(.placePost, "notes-changed", state) }
+        try await evaluations(of: host, until: Text("7 false 2/4 []"))
+        try writer.send(.placeMsend, "links", "web", 2)
+        try await evaluations(of: host, until: Text("7 false 2/4 [0, 1]"))
+        try await view.done(view.links[0]).value
+        try await evaluations(of: host, until: Text("7 false 2/4 [1]"))
+        withExtendedLifetime(place) {}
+      }
+    #endif
 
     /// The models' own writes on each backend: a `set` shows at once and reaches the store; an
     /// `update` is atomic against another process's increments; a refused write (over the size
