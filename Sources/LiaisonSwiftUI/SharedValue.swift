@@ -70,8 +70,10 @@ public struct SharedValue<Value: Codable & Sendable>: DynamicProperty {
     nonmutating set { core.set(newValue) }
   }
 
-  /// A binding to the value, for controls: each change writes to the store.
+  /// A binding to the value, for controls: each change writes to the store. A `body` that passes
+  /// it on depends on the value, as one that reads it does.
   @MainActor public var projectedValue: Binding<Value> {
+    _ = revision
     let core = core
     return Binding(get: { core.value }, set: { core.set($0) })
   }

@@ -29,6 +29,16 @@ import Testing
     var binding: Binding<String> { $theme }
   }
 
+  /// A view that only passes the binding on, as one with a `Picker(selection: $volume)` does.
+  struct VolumeControl: View {
+    @SharedValue("volume", in: "settings") var volume = 0
+
+    var body: Text {
+      let selection = $volume
+      return Text("\(selection.wrappedValue)")
+    }
+  }
+
   /// The view property `SharedValue`, in a view hosted as SwiftUI hosts it (on Linux, SwiftUI's
   /// model), on a folder, against another process's writes.
   @Suite("SharedValue in a view")
@@ -51,6 +61,17 @@ import Testing
       let container = try SharedContainer(directory: directory.path)
       let host = ViewHost(VolumeView().liaisonContainer(container))
       #expect(host.body as? Text == Text("0"), "the default while the store has no value")
+      let writer = try Peer(container: directory.path)
+      try writer.send(.dset, "settings", "volume", "5")
+      try await evaluations(of: host, until: Text("5"))
+    }
+
+    /// A view whose `body` only passes `$volume` on (to a control) is redrawn by another
+    /// process's write too: reading the binding in `body` makes the view depend on the value.
+    @Test func aViewThatPassesTheBindingOnIsRedrawn() async throws {
+      let container = try SharedContainer(directory: directory.path)
+      let host = ViewHost(VolumeControl().liaisonContainer(container))
+      #expect(host.body as? Text == Text("0"))
       let writer = try Peer(container: directory.path)
       try writer.send(.dset, "settings", "volume", "5")
       try await evaluations(of: host, until: Text("5"))
