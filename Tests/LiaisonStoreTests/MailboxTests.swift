@@ -439,34 +439,38 @@ extension MailboxTests {
   }
 
   /// `suspend()` gives the receiver's lock up; a receive already waiting must end then, with
-  /// `suspended`, rather than sleep on until the next send. The receive runs on a thread of its
-  /// own: the cooperative pool, which the synchronous suites beside it keep busy, once left it
-  /// unstarted for over a minute.
+  /// `suspended`, rather than sleep on until the next send. Everything runs on threads of its own:
+  /// `suspend()` blocks its caller until the waits it ends are over, and on the cooperative pool
+  /// (two threads on this machine) it once held up every suite beside it for minutes, under
+  /// Thread Sanitizer, past the bound below, which then counted from the receive's start.
   @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)  // OwnThreadExecutor (TaskExecutor)
   @Test func suspendingTheContainerEndsAWaitingReceive() async throws {
-    let container = try SharedContainer(directory: directory.path)
-    let receiver = try await container.mailbox("idle").receiver()
-    let waiting = Task(executorPreference: OwnThreadExecutor()) {
-      // A bound for failure (a receive that goes on waiting), not for speed: 10 s passed under
-      // AddressSanitizer with every suite running beside it. On its own thread it counts real
-      // time, while the test's suspend() below waits for the busy pool: 60 s once ran out.
-      try await within(seconds: 300) { () async -> LiaisonError.Code? in
+    try await withTaskExecutorPreference(OwnThreadExecutor()) {
+      let container = try SharedContainer(directory: directory.path)
+      let receiver = try await container.mailbox("idle").receiver()
+      let waiting = Task(executorPreference: OwnThreadExecutor()) { () async -> LiaisonError.Code? in
         do {
           _ = try await receiver.receive(String.self)
           return nil
-        } catch let error as LiaisonError {
-          return error.code
         } catch {
-          return nil
+          return (error as? LiaisonError)?.code
         }
       }
+      // The waiting case, the one that hung: the receive is suspended in its wait for a send.
+      try await waitUntilOffThePool("the receive waits for a send", timeout: 300) { receiver.waitingForSends == 1 }
+      container.suspend()
+      defer { try? container.resume() }
+      // A bound for failure, counted from suspend(): a receive still waiting after it is cancelled
+      // (and then ends with `cancelled`, not `suspended`).
+      let bound = Task(executorPreference: OwnThreadExecutor()) {
+        try? await Task.sleep(for: .seconds(300))
+        waiting.cancel()
+      }
+      let outcome = await waiting.value
+      bound.cancel()
+      #expect(
+        outcome == .suspended, "a waiting receive went on waiting after suspend(): \(String(describing: outcome))")
     }
-    // The waiting case, the one that hung: the receive is suspended in its wait for a send.
-    try await waitUntilOffThePool("the receive waits for a send", timeout: 300) { receiver.waitingForSends == 1 }
-    container.suspend()
-    defer { try? container.resume() }
-    let outcome = try await waiting.value ?? nil
-    #expect(outcome == .suspended, "a waiting receive went on waiting after suspend()")
   }
 
   /// A quarantined message that is removed keeps its id remembered, like an acknowledged one, so
