@@ -16,9 +16,10 @@ import Observation  // @available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0,
 }
 
 /// Waits for `change` (from ``changeOf(_:)``, or any task that ends on the change); fails the
-/// test after 60 s, a bound for failure. The wait ends at the bound even though `change` goes on
-/// (awaiting a task's value cannot be cancelled, so a task group would wait for it).
-public func waitForChange(_ change: Task<Void, Never>, _ what: String) async throws {
+/// test after `bound` (60 s unless given), a bound for failure, not for speed. The wait ends at
+/// the bound even though `change` goes on (awaiting a task's value cannot be cancelled, so a task
+/// group would wait for it).
+public func waitForChange(_ change: Task<Void, Never>, _ what: String, bound: Duration = .seconds(60)) async throws {
   let outcome = FirstOutcome()
   let came = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
     outcome.continuation = continuation
@@ -27,11 +28,11 @@ public func waitForChange(_ change: Task<Void, Never>, _ what: String) async thr
       outcome.finish(true)
     }
     Task {
-      try? await Task.sleep(for: .seconds(60))
+      try? await Task.sleep(for: bound)
       outcome.finish(false)
     }
   }
-  guard came else { throw PeerError("timed out after 60 s waiting for \(what)") }
+  guard came else { throw PeerError("timed out after \(bound) waiting for \(what)") }
 }
 
 /// Resumes a continuation once, with the first of two outcomes.
